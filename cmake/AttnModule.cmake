@@ -1,0 +1,50 @@
+# attn_add_module(NN name): builds module NN_name from
+#   modules/NN_name/exercise.cu|.cpp + register.cpp   -> object library mNN_exercise
+#   solutions/NN_name/solution.cu|.cpp + register.cpp -> object library mNN_solution
+# (the same sources compile with ATTN_IMPL=exercise / solution, so the symbols do not clash),
+# and the grader tests/test_NN_name.cpp against each: grade_NN (exercise), check_NN (solution).
+# A module whose forward() runs on the CPU is labelled `cpu`, the others `gpu`:
+#   attn_add_module(00 reference)   -- CPU: decided by the exercise being a .cpp file
+function(attn_add_module number name)
+  set(dir ${number}_${name})
+  set(src ${PROJECT_SOURCE_DIR})
+  foreach(impl exercise solution)
+    if(impl STREQUAL "exercise")
+      set(base ${src}/modules/${dir}/exercise)
+    else()
+      set(base ${src}/solutions/${dir}/solution)
+    endif()
+    if(EXISTS ${base}.cu)
+      set(impl_source ${base}.cu)
+      set(device gpu)
+    elseif(EXISTS ${base}.cpp)
+      set(impl_source ${base}.cpp)
+      set(device cpu)
+    else()
+      message(FATAL_ERROR "attn_add_module(${number} ${name}): no ${base}.cu or .cpp")
+    endif()
+    set(lib m${number}_${impl})
+    add_library(${lib} OBJECT ${impl_source} ${src}/modules/${dir}/register.cpp)
+    target_compile_definitions(${lib} PRIVATE ATTN_IMPL=${impl})
+    target_link_libraries(${lib} PUBLIC attn_common)
+    set_property(GLOBAL APPEND PROPERTY ATTN_MODULE_OBJECT_LIBRARIES ${lib})
+
+    # The grader for this implementation.
+    if(impl STREQUAL "exercise")
+      set(test_name grade_${number})
+    else()
+      set(test_name check_${number})
+    endif()
+    set(test_source ${src}/tests/test_${dir}.cpp)
+    if(EXISTS ${test_source})
+      add_executable(${test_name} ${test_source})
+      target_link_libraries(${test_name} PRIVATE ${lib} attn_test_main_${device})
+      target_compile_definitions(${test_name} PRIVATE ATTN_IMPL=${impl})
+      add_test(NAME ${test_name} COMMAND ${test_name})
+      set_tests_properties(${test_name} PROPERTIES
+        LABELS "${device};${impl};module${number}"
+        SKIP_RETURN_CODE 77
+        TIMEOUT 900)
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,509 @@
+#include "common/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "common/buffers.h"
+#include "common/device.h"
+#include "common/diagnose.h"
+#include "common/npy.h"
+#include "common/random.h"
+#include "common/registry.h"
+#include "common/runner.h"
+#include "common/timing.h"
+
+namespace attn {
+
+namespace {
+
+// A failure the user can fix; printed as one line "attn: <message>", exit code 1.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) bytes /= 1024.0, ++u;
+  return fmt(u == 0 ? "%.0f" : "%.1f", bytes) + " " + units[u];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options shared by `run` and `bench`.
+
+struct ShapeOptions {
+  std::optional<int> batch, heads, seq_q, seq_k, seq, dim;
+  bool causal = false;
+  std::string layout = "bhsd";
+  float scale = 0.0f;
+};
+
+struct RunOptions {
+  int module = -1;
+  std::string impl = "solution";
+  ShapeOptions shape;
+  bool verify = false, time = false;
+  int warmup = 5, iters = 20;
+  std::optional<uint64_t> seed;
+  std::string q_path, k_path, v_path, out_path;
+};
+
+struct BenchOptions {
+  std::vector<int> modules;
+  std::string impl = "solution";
+  std::string preset = "ladder";
+  std::string out_path = "bench.json";
+  int warmup = 3, iters = 20;
+  double max_seconds = 2.0;  // per shape: fewer iterations for very slow kernels
+};
+
+void add_shape_options(CLI::App* cmd, ShapeOptions& s) {
+  cmd->add_option("--batch,-b", s.batch, "batch size");
+  cmd->add_option("--heads", s.heads, "number of heads");
+  cmd->add_option("--seq-q", s.seq_q, "query sequence length");
+  cmd->add_option("--seq-k", s.seq_k, "key/value sequence length");
+  cmd->add_option("--seq,-n", s.seq, "sets both --seq-q and --seq-k");
+  cmd->add_option("--dim,-d", s.dim, "head dimension");
+  cmd->add_flag("--causal", s.causal, "causal mask (bottom-right aligned)");
+  cmd->add_option("--layout", s.layout, "bhsd (default) or bshd")
+      ->check(CLI::IsMember({"bhsd", "bshd"}, CLI::ignore_case));
+  cmd->add_option("--scale", s.scale, "softmax scale (default 1/sqrt(dim))");
+}
+
+Layout parse_layout(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return lower == "bshd" ? Layout::BSHD : Layout::BHSD;
+}
+
+Impl parse_impl(const std::string& name) {
+  if (name == "exercise") return Impl::exercise;
+  return Impl::solution;
+}
+
+const Kernel& lookup_kernel(int module, Impl impl) {
+  const Kernel* k = find_kernel(module, impl);
+  if (!k) {
+    std::string known;
+    for (const Kernel& r : registered_kernels())
+      if (r.impl == Impl::solution) known += (known.empty() ? "" : ", ") + std::to_string(r.module);
+    throw UserError("unknown module " + std::to_string(module) + " (modules: " + known + ")");
+  }
+  return *k;
+}
+
+// Shape flags override the defaults; a CPU module gets a smaller default shape.
+Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
+  const int def_seq = cpu_module ? 256 : 1024, def_heads = cpu_module ? 2 : 8;
+  const int seq_q = s.seq_q.value_or(s.seq.value_or(def_seq));
+  const int seq_k = s.seq_k.value_or(s.seq.value_or(def_seq));
+  Problem p = Problem::make(s.batch.value_or(1), s.heads.value_or(def_heads), seq_q, seq_k,
+                            s.dim.value_or(64), s.causal, parse_layout(s.layout));
+  p.scale = s.scale;
+  return p;
+}
+
+void require_gpu(const Kernel& k) {
+  if (k.backend != Backend::gpu) return;
+  if (cuda_device_count() == 0)
+    throw UserError(no_device_reason() + ": module " + std::to_string(k.module) +
+                    " needs a GPU (module 00 runs on the CPU; see docs/setup.md)");
+}
+
+// Refuses problems whose buffers cannot fit on the device, before any allocation.
+void require_memory(const Problem& p, const Kernel& k) {
+  if (k.backend != Backend::gpu) return;
+  const double need = 4.0 * (double(p.q_elements()) + 2.0 * p.kv_elements() + p.o_elements());
+  size_t free_bytes = 0, total = 0;
+  ATTN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  if (need > double(free_bytes))
+    throw UserError(p.describe() + " needs " + human_bytes(need) + " of device memory for Q, K, V "
+                    "and O; the GPU has " + human_bytes(double(free_bytes)) + " free");
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npy inputs: Q is [B, H, Sq, D] (or [B, Sq, H, D] with --layout bshd); rank 3 drops B,
+// rank 2 drops B and H. K and V have the same rank with Sk in place of Sq.
+
+struct Dims { int batch, heads, seq, dim; };
+
+Dims dims_from_npy(const NpyArray& a, const std::string& path, Layout layout) {
+  const auto& s = a.shape;
+  for (int64_t n : s)
+    if (n < 1 || n > INT32_MAX) throw UserError(path + ": shape " + shape_str(s) + " has an empty or huge axis");
+  if (s.size() == 4)
+    return layout == Layout::BHSD ? Dims{int(s[0]), int(s[1]), int(s[2]), int(s[3])}
+                                  : Dims{int(s[0]), int(s[2]), int(s[1]), int(s[3])};
+  if (s.size() == 3) return {1, int(s[0]), int(s[1]), int(s[2])};
+  if (s.size() == 2) return {1, 1, int(s[0]), int(s[1])};
+  throw UserError(path + ": rank " + std::to_string(s.size()) + " array " + shape_str(s) +
+                  ", expected [batch, heads, seq, dim] (rank 4, 3 or 2)");
+}
+
+Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& out_shape) {
+  const Layout layout = parse_layout(o.shape.layout);
+  NpyArray q = read_npy(o.q_path), k = read_npy(o.k_path), v = read_npy(o.v_path);
+  const Dims dq = dims_from_npy(q, o.q_path, layout), dk = dims_from_npy(k, o.k_path, layout),
+             dv = dims_from_npy(v, o.v_path, layout);
+  if (k.shape != v.shape)
+    throw UserError(o.v_path + ": shape " + shape_str(v.shape) + " differs from K's " +
+                    shape_str(k.shape));
+  if (q.shape.size() != k.shape.size() || dq.batch != dk.batch || dq.heads != dk.heads ||
+      dq.dim != dk.dim)
+    throw UserError(o.k_path + ": shape " + shape_str(k.shape) + " does not match Q's " +
+                    shape_str(q.shape) + " (batch, heads and dim must agree)");
+  (void)dv;
+  const ShapeOptions& s = o.shape;
+  auto agree = [](const std::optional<int>& flag, int value, const char* name) {
+    if (flag && *flag != value)
+      throw UserError(std::string("--") + name + " " + std::to_string(*flag) +
+                      " disagrees with the .npy files (" + std::to_string(value) + ")");
+  };
+  agree(s.batch, dq.batch, "batch");
+  agree(s.heads, dq.heads, "heads");
+  agree(s.dim, dq.dim, "dim");
+  agree(s.seq_q, dq.seq, "seq-q");
+  agree(s.seq_k, dk.seq, "seq-k");
+  Problem p = Problem::make(dq.batch, dq.heads, dq.seq, dk.seq, dq.dim, s.causal, layout);
+  p.scale = s.scale;
+  in.q = std::move(q.data);
+  in.k = std::move(k.data);
+  in.v = std::move(v.data);
+  out_shape = q.shape;
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing a kernel: CUDA events for GPU modules, the host clock for the CPU module.
+
+Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int warmup,
+                   int iters) {
+  if (kernel.backend == Backend::cpu) {
+    std::vector<float> o(size_t(p.o_elements()));
+    std::vector<double> samples;
+    for (int i = 0; i < warmup + iters; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = kernel.forward(p, in.q.data(), in.k.data(), in.v.data(), o.data(), nullptr);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!s) throw UserError(s.message());
+      if (i >= warmup) samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    return summarize_times(samples);
+  }
+  DeviceBuffer<float> q(in.q), k(in.k), v(in.v), o(size_t(p.o_elements()));
+  Status status = Status::ok();
+  Timing t = time_on_stream(
+      [&](cudaStream_t stream) {
+        Status s = kernel.forward(p, q.get(), k.get(), v.get(), o.get(), stream);
+        if (!s && status) status = s;
+      },
+      warmup, iters);
+  if (!status) throw UserError(status.message());
+  return t;
+}
+
+struct Rates {
+  double tflops, gbs;
+};
+Rates rates(const Problem& p, double ms) {
+  return {attention_flops(p) / (ms * 1e-3) / 1e12, attention_bytes_fused(p) / (ms * 1e-3) / 1e9};
+}
+
+// ---------------------------------------------------------------------------------------------
+// attn run
+
+int cmd_run(const RunOptions& o, std::ostream& out) {
+  const Kernel& kernel = lookup_kernel(o.module, parse_impl(o.impl));
+  require_gpu(kernel);
+
+  const bool from_files = !o.q_path.empty() || !o.k_path.empty() || !o.v_path.empty();
+  if (from_files && (o.q_path.empty() || o.k_path.empty() || o.v_path.empty()))
+    throw UserError("--q, --k and --v go together: give all three .npy files");
+  Inputs in;
+  std::vector<int64_t> out_shape;
+  Problem p = from_files ? problem_from_npy(o, in, out_shape)
+                         : shape_from_options(o.shape, kernel.backend == Backend::cpu);
+  if (Status s = validate(p); !s) throw UserError(s.message());
+  if (Status s = kernel.supports(p); !s) throw UserError(s.message());
+  require_memory(p, kernel);
+  if (!from_files) {
+    in = random_inputs(p, o.seed.value_or(fresh_seed()));
+    out_shape = parse_layout(o.shape.layout) == Layout::BSHD
+                    ? std::vector<int64_t>{p.batch, p.seq_q, p.heads, p.head_dim}
+                    : std::vector<int64_t>{p.batch, p.heads, p.seq_q, p.head_dim};
+  }
+
+  out << kernel.label() << "  " << p.describe() << " " << o.shape.layout
+      << (from_files ? "  inputs from .npy" : "  seed " + std::to_string(in.seed)) << "\n";
+  int exit_code = 0;
+  std::vector<float> result;
+  if (o.verify) {
+    CheckResult r = check_kernel(kernel, p, in);
+    if (!r.status) throw UserError(r.status.message());
+    out << "  " << r.comparison.summary() << "\n";
+    for (const std::string& hint : diagnose(p, in, r)) out << "  hint: " << hint << "\n";
+    if (!r.passed()) exit_code = 1;
+    result = std::move(r.output);
+  } else if (!o.out_path.empty() || !o.time) {
+    if (Status s = run_kernel(kernel, p, in, result); !s) throw UserError(s.message());
+    out << "  ran (add --verify to compare with the CPU reference)\n";
+  }
+  if (!o.out_path.empty()) {
+    write_npy(o.out_path, out_shape, result);
+    out << "  wrote " << o.out_path << " " << shape_str(out_shape) << "\n";
+  }
+  if (o.time) {
+    const Timing t = time_kernel(kernel, p, in, o.warmup, o.iters);
+    const Rates r = rates(p, t.median_ms);
+    out << "  time " << fmt("%.4f", t.median_ms) << " ms (median of " << t.iterations << ", min "
+        << fmt("%.4f", t.min_ms) << ")  " << fmt("%.2f", r.tflops) << " TFLOP/s  "
+        << fmt("%.1f", r.gbs) << " GB/s";
+    if (kernel.backend == Backend::gpu) {
+      const DeviceInfo d = query_device();
+      out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32, "
+          << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
+    }
+    out << "\n  bytes: fused minimum " << human_bytes(attention_bytes_fused(p))
+        << ", unfused (scores in memory) " << human_bytes(attention_bytes_unfused(p)) << " ("
+        << fmt("%.1f", attention_bytes_unfused(p) / attention_bytes_fused(p)) << "x)\n";
+  }
+  return exit_code;
+}
+
+// ---------------------------------------------------------------------------------------------
+// attn list / attn info
+
+int cmd_list(std::ostream& out) {
+  out << "module  name          runs on  what it teaches\n";
+  for (const Kernel& k : registered_kernels()) {
+    if (k.impl != Impl::solution) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "%02d      %-13s %-8s %s\n", k.module, k.name.c_str(),
+                  k.backend == Backend::gpu ? "GPU" : "CPU", k.title.c_str());
+    out << line;
+  }
+  return 0;
+}
+
+// Device-to-device copy bandwidth, counting bytes read plus bytes written: the practical
+// memory ceiling (spec-sheet bandwidth is rarely reached).
+double measure_copy_gbs() {
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer<char> a(bytes), b(bytes);
+  ATTN_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+  const Timing t = time_on_stream(
+      [&](cudaStream_t s) {
+        ATTN_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s));
+      },
+      2, 10);
+  return 2.0 * double(bytes) / (t.median_ms * 1e-3) / 1e9;
+}
+
+int cmd_info(std::ostream& out) {
+  const int count = cuda_device_count();
+  if (count == 0) throw UserError(no_device_reason() + " (module 00 still runs on the CPU)");
+  for (int i = 0; i < count; ++i) {
+    const DeviceInfo d = query_device(i);
+    out << "device " << i << ": " << d.summary() << "\n"
+        << "  SM clock " << d.sm_clock_khz / 1000 << " MHz, memory " << d.mem_bus_bits
+        << "-bit at " << d.mem_clock_khz / 1000 << " MHz, L2 " << human_bytes(d.l2_bytes)
+        << ", shared memory " << human_bytes(d.smem_per_sm) << " per SM ("
+        << human_bytes(d.smem_per_block_optin) << " per block), " << d.regs_per_sm
+        << " registers per SM\n"
+        << "  peak fp32 " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s, peak bandwidth "
+        << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s (spec-sheet arithmetic)\n";
+    if (i == 0) out << "  measured device copy " << fmt("%.0f", measure_copy_gbs()) << " GB/s\n";
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// attn bench: a sweep of shapes over modules, written as JSON (see docs/results.md for the
+// schema and scripts/plot_bench.py for the plots).
+
+std::vector<Problem> bench_shapes(const std::string& preset) {
+  std::vector<Problem> shapes;
+  if (preset == "quick") {
+    for (int n : {256, 1024}) shapes.push_back(Problem::make(1, 8, n, n, 64));
+  } else if (preset == "ladder") {
+    // 16k tokens per batch (batch = 16384 / seq), heads*dim = 2048 as in a 2k-wide model.
+    for (bool causal : {false, true})
+      for (auto [heads, dim] : {std::pair{32, 64}, std::pair{16, 128}})
+        for (int n = 512; n <= 16384; n *= 2)
+          shapes.push_back(Problem::make(16384 / n, heads, n, n, dim, causal));
+  } else {
+    throw UserError("unknown bench preset '" + preset + "' (quick, ladder)");
+  }
+  return shapes;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r;
+}
+
+int cmd_bench(const BenchOptions& o, std::ostream& out) {
+  if (cuda_device_count() == 0) throw UserError(no_device_reason() + ": the benchmark needs a GPU");
+  const DeviceInfo dev = query_device();
+  const double copy_gbs = measure_copy_gbs();
+  std::vector<int> modules = o.modules;
+  if (modules.empty())
+    for (const Kernel& k : registered_kernels())
+      if (k.impl == Impl::solution && k.backend == Backend::gpu) modules.push_back(k.module);
+
+  std::ostringstream rows;
+  bool first = true;
+  out << "device: " << dev.summary() << ", measured copy " << fmt("%.0f", copy_gbs) << " GB/s\n";
+  out << "kernel               shape                               ms      TFLOP/s   GB/s   check\n";
+  for (int module : modules) {
+    const Kernel& kernel = lookup_kernel(module, parse_impl(o.impl));
+    if (kernel.backend != Backend::gpu) continue;
+    for (const Problem& p : bench_shapes(o.preset)) {
+      std::string status = "ok", check = "-";
+      Timing t;
+      if (Status s = kernel.supports(p); !s) {
+        status = "unsupported: " + s.message();
+      } else {
+        const Inputs in = random_inputs(p, 1234);
+        // Correctness at this shape when the CPU reference is affordable (<= 4 GFLOP).
+        if (attention_flops(p) <= 4e9) {
+          const CheckResult r = check_kernel(kernel, p, in);
+          check = r.passed() ? "pass" : "FAIL";
+        }
+        // One timed run sets the iteration count so slow kernels stay within max_seconds.
+        const Timing probe = time_kernel(kernel, p, in, 1, 1);
+        const int iters = std::clamp(int(o.max_seconds * 1e3 / std::max(probe.median_ms, 1e-3)), 3, o.iters);
+        t = time_kernel(kernel, p, in, std::min(o.warmup, iters), iters);
+      }
+      const Rates r = status == "ok" ? rates(p, t.median_ms) : Rates{0, 0};
+      char line[256];
+      std::snprintf(line, sizeof line, "%-20s %-34s %9.3f %8.2f %8.1f   %s\n",
+                    kernel.label().c_str(), p.describe().c_str(), t.median_ms, r.tflops, r.gbs,
+                    status == "ok" ? check.c_str() : "skipped");
+      if (status == "ok") out << line;
+      rows << (first ? "" : ",\n") << "    {\"kernel\": \"" << kernel.label()
+           << "\", \"module\": " << module << ", \"impl\": \"" << impl_name(kernel.impl)
+           << "\", \"batch\": " << p.batch << ", \"heads\": " << p.heads
+           << ", \"seq_q\": " << p.seq_q << ", \"seq_k\": " << p.seq_k
+           << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
+           << ", \"status\": \"" << json_escape(status) << "\", \"check\": \"" << check
+           << "\", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms
+           << ", \"iterations\": " << t.iterations << ", \"flops\": " << attention_flops(p)
+           << ", \"tflops\": " << r.tflops << ", \"gbs\": " << r.gbs
+           << ", \"bytes_fused\": " << attention_bytes_fused(p)
+           << ", \"bytes_unfused\": " << attention_bytes_unfused(p)
+           << ", \"device_bytes\": " << 4.0 * (double(p.q_elements()) + 2.0 * p.kv_elements() + p.o_elements())
+           << "}";
+      first = false;
+    }
+  }
+  std::ofstream file(o.out_path);
+  if (!file) throw UserError("cannot write " + o.out_path);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  file << "{\n  \"schema\": \"attn-bench/1\",\n  \"created\": \"" << date << "\",\n"
+       << "  \"preset\": \"" << o.preset << "\",\n"
+       << "  \"device\": {\"name\": \"" << json_escape(dev.name) << "\", \"cc\": \"" << dev.cc_major
+       << "." << dev.cc_minor << "\", \"sms\": " << dev.sm_count
+       << ", \"peak_fp32_tflops\": " << dev.peak_fp32_tflops
+       << ", \"peak_bandwidth_gbs\": " << dev.peak_bandwidth_gbs
+       << ", \"measured_copy_gbs\": " << copy_gbs << "},\n  \"results\": [\n"
+       << rows.str() << "\n  ]\n}\n";
+  out << "wrote " << o.out_path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"attn: run, check and time the course's attention kernels", "attn"};
+  app.require_subcommand(1);
+
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "run one module on one shape");
+  run_cmd->add_option("--module,-m", run.module, "module number (see `attn list`)")->required();
+  run_cmd->add_option("--impl", run.impl, "exercise or solution")
+      ->check(CLI::IsMember({"exercise", "solution"}));
+  add_shape_options(run_cmd, run.shape);
+  run_cmd->add_flag("--verify", run.verify, "compare with the double-precision CPU reference");
+  run_cmd->add_flag("--time", run.time, "time it (median of --iters after --warmup)");
+  run_cmd->add_option("--warmup", run.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--iters", run.iters, "timed runs")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--seed", run.seed, "seed of the random inputs (printed when not given)");
+  run_cmd->add_option("--q", run.q_path, "Q from a float32 .npy file [B,H,Sq,D]");
+  run_cmd->add_option("--k", run.k_path, "K from a float32 .npy file [B,H,Sk,D]");
+  run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file [B,H,Sk,D]");
+  run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
+
+  app.add_subcommand("list", "list the modules");
+  app.add_subcommand("info", "show the GPU and its ceilings");
+
+  BenchOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "sweep shapes and write JSON");
+  bench_cmd->add_option("--modules", bench.modules, "module numbers (default: all GPU modules)")
+      ->delimiter(',');
+  bench_cmd->add_option("--impl", bench.impl, "exercise or solution")
+      ->check(CLI::IsMember({"exercise", "solution"}));
+  bench_cmd->add_option("--preset", bench.preset, "quick or ladder (default)");
+  bench_cmd->add_option("--out", bench.out_path, "JSON file to write");
+  bench_cmd->add_option("--warmup", bench.warmup)->check(CLI::NonNegativeNumber);
+  bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--max-seconds", bench.max_seconds, "time budget per shape");
+
+  const auto& subs = app.get_subcommands({});
+  if (!args.empty() && args[0][0] != '-' &&
+      std::none_of(subs.begin(), subs.end(), [&](CLI::App* s) { return s->get_name() == args[0]; })) {
+    err << "attn: unknown command '" << args[0] << "' (commands: run, list, info, bench)\n";
+    return 2;
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed list
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    const auto subs = app.get_subcommands();
+    out << (subs.empty() ? app.help() : subs.front()->help());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    CLI::App* sub = app.get_subcommands().empty() ? &app : app.get_subcommands().front();
+    err << "attn: " << e.what() << " (see `attn " << (sub == &app ? "" : sub->get_name() + " ")
+        << "--help`)\n";
+    return 2;
+  }
+  try {
+    if (run_cmd->parsed()) return cmd_run(run, out);
+    if (bench_cmd->parsed()) return cmd_bench(bench, out);
+    if (app.got_subcommand("list")) return cmd_list(out);
+    return cmd_info(out);
+  } catch (const UserError& e) {
+    err << "attn: " << e.what() << "\n";
+  } catch (const NpyError& e) {
+    err << "attn: " << e.what() << "\n";
+  } catch (const CudaError& e) {
+    err << "attn: CUDA error: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    err << "attn: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+}  // namespace attn

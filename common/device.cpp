@@ -1,0 +1,69 @@
+#include "common/device.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "common/cuda_check.h"
+
+namespace attn {
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+std::string no_device_reason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  if (err == cudaSuccess && count > 0) return "";
+  if (err == cudaSuccess) return "no CUDA device found";
+  return std::string("no CUDA device available: ") + cudaGetErrorString(err);
+}
+
+int fp32_lanes_per_sm(int cc_major, int cc_minor) {
+  if (cc_major == 8 && cc_minor == 0) return 64;  // A100: 64 FP32 lanes per SM
+  return 128;  // Volta/Turing 64+64 INT, Ampere GA10x, Ada, Hopper: 128
+}
+
+DeviceInfo query_device(int device) {
+  cudaDeviceProp prop{};
+  ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceInfo info;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.total_memory = prop.totalGlobalMem;
+  info.l2_bytes = prop.l2CacheSize;
+  info.smem_per_block_optin = int(prop.sharedMemPerBlockOptin);
+  info.smem_per_sm = int(prop.sharedMemPerMultiprocessor);
+  info.regs_per_sm = prop.regsPerMultiprocessor;
+  info.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  // Clock fields left cudaDeviceProp in CUDA 13; the attributes remain.
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_clock_khz, cudaDevAttrClockRate, device));
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&info.mem_clock_khz, cudaDevAttrMemoryClockRate, device));
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&info.mem_bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  size_t free_bytes = 0, total_bytes = 0;
+  ATTN_CUDA_CHECK(cudaSetDevice(device));
+  ATTN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  info.free_memory = free_bytes;
+  info.peak_fp32_tflops = double(info.sm_count) * fp32_lanes_per_sm(prop.major, prop.minor) * 2.0 *
+                          info.sm_clock_khz * 1e3 / 1e12;
+  info.peak_bandwidth_gbs = 2.0 * info.mem_clock_khz * 1e3 * (info.mem_bus_bits / 8.0) / 1e9;
+  return info;
+}
+
+std::string DeviceInfo::summary() const {
+  char line[256];
+  std::snprintf(line, sizeof line, "%s (sm_%d%d, %d SMs, %.1f GiB)", name.c_str(), cc_major,
+                cc_minor, sm_count, double(total_memory) / (1 << 30));
+  return line;
+}
+
+}  // namespace attn

@@ -1,0 +1,31 @@
+// Reading and writing NumPy .npy files (float32, C order), so `attn run --q q.npy ...` can run
+// a kernel on real tensors saved with np.save, and write the output back for inspection.
+// Anything else (float64, Fortran order, a truncated file) is refused with a message that says
+// how to fix it, e.g. "q.npy: dtype '<f8' (float64), expected float32: use a.astype(np.float32)".
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+class NpyError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct NpyArray {
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // C (row-major) order
+};
+
+std::string shape_str(const std::vector<int64_t>& shape);  // "(2, 8, 128, 64)"
+
+// Throws NpyError naming the file and the problem.
+NpyArray read_npy(const std::string& path);
+void write_npy(const std::string& path, const std::vector<int64_t>& shape,
+               const std::vector<float>& data);
+
+}  // namespace attn

@@ -1,0 +1,120 @@
+#include "common/problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace attn {
+
+const char* layout_name(Layout layout) { return layout == Layout::BHSD ? "BHSD" : "BSHD"; }
+
+namespace {
+
+Strides dense_strides(Layout layout, int heads, int seq, int head_dim) {
+  const int64_t d = head_dim;
+  if (layout == Layout::BHSD) return {int64_t(heads) * seq * d, int64_t(seq) * d, d};
+  return {int64_t(seq) * heads * d, d, int64_t(heads) * d};  // BSHD
+}
+
+int64_t span(const Strides& s, int batch, int heads, int seq, int head_dim) {
+  return (batch - 1) * s.batch + (heads - 1) * s.head + (seq - 1) * s.seq + head_dim;
+}
+
+}  // namespace
+
+Problem Problem::make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal,
+                      Layout layout) {
+  Problem p;
+  p.batch = batch;
+  p.heads = heads;
+  p.seq_q = seq_q;
+  p.seq_k = seq_k;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  p.q = p.o = dense_strides(layout, heads, seq_q, head_dim);
+  p.k = p.v = dense_strides(layout, heads, seq_k, head_dim);
+  return p;
+}
+
+float Problem::softmax_scale() const {
+  return scale != 0.0f ? scale : 1.0f / std::sqrt(float(head_dim));
+}
+
+int64_t Problem::q_elements() const { return span(q, batch, heads, seq_q, head_dim); }
+int64_t Problem::kv_elements() const {
+  return std::max(span(k, batch, heads, seq_k, head_dim), span(v, batch, heads, seq_k, head_dim));
+}
+int64_t Problem::o_elements() const { return span(o, batch, heads, seq_q, head_dim); }
+
+int Problem::first_masked_key(int query) const {
+  if (!causal) return seq_k;
+  const int64_t last = int64_t(query) + (seq_k - seq_q);  // last visible key, may be < 0
+  return int(std::clamp<int64_t>(last + 1, 0, seq_k));
+}
+
+int64_t Problem::visible_pairs() const {
+  if (!causal) return int64_t(seq_q) * seq_k;
+  int64_t pairs = 0;
+  for (int i = 0; i < seq_q; ++i) pairs += first_masked_key(i);
+  return pairs;
+}
+
+std::string Problem::describe() const {
+  std::ostringstream s;
+  s << "B=" << batch << " H=" << heads << " Sq=" << seq_q << " Sk=" << seq_k
+    << " D=" << head_dim << (causal ? " causal" : "");
+  return s.str();
+}
+
+Status validate(const Problem& p) {
+  const auto positive = [](const char* name, int value) -> Status {
+    if (value >= 1) return Status::ok();
+    return Status::error(std::string(name) + " must be >= 1 (got " + std::to_string(value) + ")");
+  };
+  for (auto [name, value] : {std::pair{"batch", p.batch}, {"heads", p.heads},
+                             {"seq_q", p.seq_q}, {"seq_k", p.seq_k}, {"head_dim", p.head_dim}})
+    if (Status s = positive(name, value); !s) return s;
+  if (p.head_dim > kMaxHeadDim)
+    return Status::error("head_dim " + std::to_string(p.head_dim) + " is larger than the " +
+                         std::to_string(kMaxHeadDim) + " this course supports");
+  if (!std::isfinite(p.scale) || p.scale < 0.0f)
+    return Status::error("scale must be a finite number > 0 (or 0 for 1/sqrt(head_dim))");
+
+  // Rows must not overlap: a kernel writes O rows in parallel, and reading overlapping
+  // Q/K/V rows would silently change the problem. Row stride >= head_dim, and the head and
+  // batch strides must step over whole rows (checked only where that axis has > 1 entry).
+  struct Named { const char* name; const Strides& s; int seq; };
+  for (const Named& t : {Named{"q", p.q, p.seq_q}, Named{"k", p.k, p.seq_k},
+                         Named{"v", p.v, p.seq_k}, Named{"o", p.o, p.seq_q}}) {
+    if (t.s.seq < p.head_dim && t.seq > 1)
+      return Status::error(std::string(t.name) + " sequence stride " + std::to_string(t.s.seq) +
+                           " is smaller than head_dim: rows would overlap");
+    if ((p.heads > 1 && t.s.head < p.head_dim) || (p.batch > 1 && t.s.batch < p.head_dim) ||
+        t.s.seq < 0 || t.s.head < 0 || t.s.batch < 0)
+      return Status::error(std::string(t.name) + " head/batch strides overlap rows");
+  }
+
+  // Kernels index rows with 32-bit ints (one query per thread, seq < 2^31) and grids with
+  // up to 2^31-1 blocks; element offsets are 64-bit.
+  const int64_t rows = int64_t(p.batch) * p.heads * std::max(p.seq_q, p.seq_k);
+  if (rows > std::numeric_limits<int32_t>::max())
+    return Status::error("batch*heads*seq exceeds 2^31-1 rows; split the problem");
+  return Status::ok();
+}
+
+double attention_flops(const Problem& p) {
+  return 4.0 * p.batch * p.heads * double(p.visible_pairs()) * p.head_dim;
+}
+
+double attention_bytes_fused(const Problem& p) {
+  const double bh = double(p.batch) * p.heads;
+  return 4.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
+}
+
+double attention_bytes_unfused(const Problem& p) {
+  const double bh = double(p.batch) * p.heads;
+  return attention_bytes_fused(p) + 4.0 * bh * 4.0 * p.seq_q * p.seq_k;
+}
+
+}  // namespace attn

@@ -1,0 +1,73 @@
+#include "common/runner.h"
+
+#include <cstring>
+
+#include "common/buffers.h"
+#include "common/random.h"
+#include "common/reference.h"
+
+namespace attn {
+
+Inputs random_inputs(const Problem& p, uint64_t seed, float range) {
+  Inputs in;
+  in.seed = seed;
+  in.q.resize(size_t(p.q_elements()));
+  in.k.resize(size_t(p.kv_elements()));
+  in.v.resize(size_t(p.kv_elements()));
+  // Different streams per tensor: the same seed must not make Q equal K.
+  fill_uniform(in.q, seed * 3 + 0, -range, range);
+  fill_uniform(in.k, seed * 3 + 1, -range, range);
+  fill_uniform(in.v, seed * 3 + 2, -1.0f, 1.0f);
+  return in;
+}
+
+namespace {
+
+Status run_on_gpu(const Kernel& kernel, const Problem& p, const Inputs& in,
+                  std::vector<float>& out) {
+  try {
+    DeviceBuffer<float> q(in.q), k(in.k), v(in.v), o(size_t(p.o_elements()));
+    o.poison();
+    Status s = kernel.forward(p, q.get(), k.get(), v.get(), o.get(), nullptr);
+    if (!s) return s;
+    // A bad launch configuration is reported by cudaGetLastError, a fault inside the
+    // kernel only once we wait for it.
+    ATTN_CUDA_RETURN(cudaGetLastError());
+    ATTN_CUDA_RETURN(cudaDeviceSynchronize());
+    out = o.to_host();
+    return Status::ok();
+  } catch (const CudaError& e) {
+    return Status::error(e.what());
+  }
+}
+
+Status run_on_cpu(const Kernel& kernel, const Problem& p, const Inputs& in,
+                  std::vector<float>& out) {
+  float poison;
+  std::memcpy(&poison, &kPoisonBits, sizeof poison);
+  out.assign(size_t(p.o_elements()), poison);
+  return kernel.forward(p, in.q.data(), in.k.data(), in.v.data(), out.data(), nullptr);
+}
+
+}  // namespace
+
+Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
+                  std::vector<float>& out) {
+  if (Status s = validate(p); !s) return s;
+  if (Status s = kernel.supports(p); !s) return s;
+  return kernel.backend == Backend::gpu ? run_on_gpu(kernel, p, in, out)
+                                        : run_on_cpu(kernel, p, in, out);
+}
+
+CheckResult check_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
+                         double tolerance) {
+  CheckResult r;
+  r.status = run_kernel(kernel, p, in, r.output);
+  if (r.status) {
+    r.reference = reference_attention(p, in.q, in.k, in.v);
+    r.comparison = compare_output(p, r.output, r.reference, tolerance);
+  }
+  return r;
+}
+
+}  // namespace attn

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Plot the JSON written by `attn bench` (schema attn-bench/1) as PNG files.
+
+Usage: python scripts/plot_bench.py BENCH.json [MORE.json ...] --out-dir docs/img [--prefix NAME]
+
+Writes <prefix>_tflops.png, <prefix>_memory.png and <prefix>_speedup.png (the last only
+when at least two kernels are present). Only rows with status "ok" are plotted.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+SCHEMA = "attn-bench/1"
+REQUIRED = ("kernel", "seq_q", "head_dim", "median_ms", "tflops")
+
+
+class PlotError(Exception):
+    """An input problem, reported as one `plot_bench: <reason>` line."""
+
+
+def load_benches(paths):
+    """Read the bench files; return (device names, device peak TFLOP/s or None, ok rows)."""
+    names, peak, rows = [], None, []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise PlotError(f"{path}: no such file") from None
+        except json.JSONDecodeError as e:
+            raise PlotError(f"{path}: not valid JSON ({e})") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise PlotError(f"{path}: cannot read ({e})") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise PlotError(f"{path}: schema is {found!r}, expected {SCHEMA!r}")
+        device = data.get("device") or {}
+        if device.get("name") and device["name"] not in names:
+            names.append(device["name"])
+        if peak is None and device.get("peak_fp32_tflops"):
+            peak = float(device["peak_fp32_tflops"])
+        results = data.get("results")
+        if not isinstance(results, list):
+            raise PlotError(f"{path}: 'results' is not a list")
+        for i, row in enumerate(results):
+            if not isinstance(row, dict) or row.get("status") != "ok":
+                continue
+            missing = [key for key in REQUIRED if row.get(key) is None]
+            if missing:
+                raise PlotError(f"{path}: result {i} lacks {', '.join(missing)}")
+            rows.append(row)
+    if not rows:
+        raise PlotError("no results with status 'ok' in " + ", ".join(paths))
+    return names, peak, rows
+
+
+def kernel_order(rows):
+    """Kernel names sorted by module number (missing/null modules last), then by name."""
+    modules = {}
+    for row in rows:
+        modules.setdefault(row["kernel"], row.get("module"))
+    return sorted(modules, key=lambda k: (modules[k] is None, modules[k] or 0, k))
+
+
+def group_rows(rows):
+    """Map (head_dim, causal) -> {kernel: {seq_q: row}}; a later duplicate replaces an earlier one."""
+    groups = {}
+    for row in rows:
+        key = (int(row["head_dim"]), bool(row.get("causal", False)))
+        groups.setdefault(key, {}).setdefault(row["kernel"], {})[int(row["seq_q"])] = row
+    return dict(sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])))
+
+
+def seq_label(n):
+    """512 -> '512', 1024 -> '1k', 16384 -> '16k'."""
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def group_title(key):
+    """Subplot title for a (head_dim, causal) group."""
+    head_dim, causal = key
+    return f"head_dim {head_dim}, {'causal' if causal else 'non-causal'}"
+
+
+def make_figure(groups, title):
+    """A figure with one subplot per group (two columns at most); returns (fig, axes list)."""
+    n = len(groups)
+    cols = min(2, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.6 * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, flat[:n]
+
+
+def seq_axis(ax, seqs):
+    """Log2 x axis over the sequence lengths, ticks labeled 512, 1k, 2k, ..."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(seqs)
+    ax.set_xticklabels([seq_label(s) for s in seqs])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length (seq_q)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def save(fig, path):
+    """Write the figure as PNG, close it and print the path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def plot_tflops(groups, order, colors, device, peak, path):
+    """TFLOP/s vs seq_q, one line per kernel, with the FP32 peak when it is in range."""
+    fig, axes = make_figure(groups, f"Attention forward throughput on {device}")
+    for ax, (key, by_kernel) in zip(axes, groups.items()):
+        seqs, largest = set(), 0.0
+        for kernel in [k for k in order if k in by_kernel]:
+            points = sorted(by_kernel[kernel].items())
+            seqs.update(s for s, _ in points)
+            values = [float(r["tflops"]) for _, r in points]
+            largest = max(largest, max(values))
+            ax.plot([s for s, _ in points], values, marker="o", color=colors[kernel], label=kernel)
+        title = group_title(key)
+        if peak and peak <= 3 * largest:
+            ax.axhline(peak, color="gray", linestyle="--", label=f"FP32 peak {peak:.1f}")
+        elif peak:
+            title += f" (FP32 peak {peak:.1f} TFLOP/s)"
+        ax.set_title(title)
+        seq_axis(ax, sorted(seqs))
+        ax.set_ylabel("TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def plot_memory(groups, order, colors, device, path):
+    """Device buffer bytes vs seq_q per kernel, against the unfused (scores in memory) bytes."""
+    fig, axes = make_figure(groups, f"Memory: fused buffers vs unfused scores ({device})")
+    for ax, (key, by_kernel) in zip(axes, groups.items()):
+        seqs, unfused = set(), {}
+        for kernel in [k for k in order if k in by_kernel]:
+            points = [(s, r) for s, r in sorted(by_kernel[kernel].items()) if r.get("device_bytes")]
+            for s, r in by_kernel[kernel].items():
+                if r.get("bytes_unfused"):
+                    unfused.setdefault(s, float(r["bytes_unfused"]))
+            if points:
+                seqs.update(s for s, _ in points)
+                ax.plot([s for s, _ in points], [float(r["device_bytes"]) / 2**30 for _, r in points],
+                        marker="o", color=colors[kernel], label=kernel)
+        if unfused:
+            xs = sorted(unfused)
+            seqs.update(xs)
+            ax.plot(xs, [unfused[s] / 2**30 for s in xs], color="black", linestyle="--",
+                    label="unfused, scores in memory (bytes_unfused)")
+        ax.set_title(group_title(key))
+        seq_axis(ax, sorted(seqs))
+        ax.set_yscale("log")
+        ax.set_ylabel("GiB")
+        ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def plot_speedup(groups, order, colors, device, path):
+    """Bars of each kernel's speedup over the lowest-numbered module, grouped by seq_q."""
+    fig, axes = make_figure(groups, f"Speedup over the first module on {device}")
+    for ax, (key, by_kernel) in zip(axes, groups.items()):
+        kernels = [k for k in order if k in by_kernel]
+        base = by_kernel[kernels[0]]
+        seqs = sorted(base)
+        width, tallest = 0.8 / len(kernels), 1.0
+        for i, kernel in enumerate(kernels):
+            xs, ys = [], []
+            for j, s in enumerate(seqs):
+                row = by_kernel[kernel].get(s)
+                if row and float(row["median_ms"]) > 0:
+                    xs.append(j + (i - (len(kernels) - 1) / 2) * width)
+                    ys.append(float(base[s]["median_ms"]) / float(row["median_ms"]))
+            ax.bar(xs, ys, width=width, color=colors[kernel], label=kernel)
+            tallest = max([tallest] + ys)
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_ylim(top=tallest * 6)  # headroom for the legend
+        ax.set_xticks(range(len(seqs)))
+        ax.set_xticklabels([seq_label(s) for s in seqs])
+        ax.set_xlabel("sequence length (seq_q)")
+        ax.set_ylabel(f"speedup over {kernels[0]} (x)")
+        ax.set_title(group_title(key))
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def main(argv):
+    """Parse the arguments, load the files and write the plots; returns the exit code."""
+    parser = argparse.ArgumentParser(description="Plot `attn bench` JSON as PNG files.")
+    parser.add_argument("files", nargs="+", help="bench JSON files (schema attn-bench/1)")
+    parser.add_argument("--out-dir", required=True, help="folder for the PNG files")
+    parser.add_argument("--prefix", help="file name prefix (default: the JSON stem, or 'bench')")
+    args = parser.parse_args(argv)
+    try:
+        names, peak, rows = load_benches(args.files)
+    except PlotError as e:
+        print(f"plot_bench: {e}", file=sys.stderr)
+        return 1
+    prefix = args.prefix or (os.path.splitext(os.path.basename(args.files[0]))[0]
+                             if len(args.files) == 1 else "bench")
+    os.makedirs(args.out_dir, exist_ok=True)
+    out = os.path.join(args.out_dir, prefix)
+    device = " / ".join(names) or "unknown device"
+    order = kernel_order(rows)
+    palette = plt.get_cmap("tab10" if len(order) <= 10 else "tab20")
+    colors = {k: palette(i % palette.N) for i, k in enumerate(order)}
+    groups = group_rows(rows)
+    plot_tflops(groups, order, colors, device, peak, out + "_tflops.png")
+    plot_memory(groups, order, colors, device, out + "_memory.png")
+    if len(order) < 2:
+        print("note: one kernel only, speedup plot skipped")
+    else:
+        plot_speedup(groups, order, colors, device, out + "_speedup.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

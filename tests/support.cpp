@@ -1,0 +1,75 @@
+#include "tests/support.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "common/compare.h"
+#include "common/diagnose.h"
+#include "common/random.h"
+
+namespace attn::testing {
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    if (const char* env = std::getenv("ATTN_SEED")) return uint64_t(std::strtoull(env, nullptr, 10));
+    return fresh_seed();
+  }();
+  return seed;
+}
+
+uint64_t next_seed() {
+  static uint64_t counter = 0;
+  return base_seed() + counter++;
+}
+
+const Kernel& kernel_under_test(int module, Impl impl) {
+  const Kernel* k = find_kernel(module, impl);
+  REQUIRE_MESSAGE(k != nullptr, "module " << module << " is not registered in this binary");
+  return *k;
+}
+
+namespace {
+
+// Elements of the O buffer that are not part of any row (padding in strided layouts) must
+// keep the poison: a kernel that writes there has its indexing wrong.
+int64_t writes_outside_rows(const Problem& p, const std::vector<float>& out) {
+  std::vector<char> inside(out.size(), 0);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.seq_q; ++i) {
+        const int64_t row = Problem::offset(p.o, b, h, i);
+        for (int d = 0; d < p.head_dim; ++d) inside[size_t(row + d)] = 1;
+      }
+  int64_t outside = 0;
+  for (size_t e = 0; e < out.size(); ++e) outside += !inside[e] && !is_poison(out[e]);
+  return outside;
+}
+
+}  // namespace
+
+bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o) {
+  const uint64_t seed = next_seed();
+  const Inputs in = random_inputs(p, seed, o.range);
+  const CheckResult r = check_kernel(kernel, p, in, o.tolerance);
+
+  std::ostringstream report;
+  report << kernel.label() << " on " << p.describe() << (o.range != 1.0f ? " (large logits)" : "")
+         << ", seed " << seed << " (replay: ATTN_SEED=" << base_seed() << ")\n";
+  if (r.status) report << "  " << r.comparison.summary() << "\n";
+  for (const std::string& hint : diagnose(p, in, r)) report << "  hint: " << hint << "\n";
+  bool passed = r.passed();
+  if (r.status) {
+    const int64_t outside = writes_outside_rows(p, r.output);
+    if (outside > 0) {
+      report << "  hint: " << outside << " elements between O's rows were written: the kernel "
+             << "ignores the strides (p.o.seq / p.o.head / p.o.batch)\n";
+      passed = false;
+    }
+  }
+  if (!passed && o.lesson[0]) report << "  read: " << o.lesson << "\n";
+  CHECK_MESSAGE(passed, report.str());
+  return passed;
+}
+
+}  // namespace attn::testing

@@ -1,0 +1,42 @@
+// Helpers every module's grader uses: seeds, the kernel under test, and one call that checks
+// a kernel against the double-precision reference and explains a failure in the learner's
+// terms (see common/diagnose.h) with a pointer to the lesson.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/problem.h"
+#include "common/registry.h"
+#include "common/runner.h"
+
+namespace attn::testing {
+
+// The run's base seed: $ATTN_SEED if set, else fresh. Printed by the test main.
+uint64_t base_seed();
+// A new seed for each check (base + a counter), so checks draw different inputs.
+uint64_t next_seed();
+
+// The implementation this test binary is built against (ATTN_IMPL = exercise or solution).
+#define ATTN_STRINGIFY2_(x) #x
+#define ATTN_STRINGIFY2(x) ATTN_STRINGIFY2_(x)
+inline Impl impl_under_test() {
+  return std::string(ATTN_STRINGIFY2(ATTN_IMPL)) == "exercise" ? Impl::exercise : Impl::solution;
+}
+const Kernel& kernel_under_test(int module, Impl impl);
+
+struct CheckOptions {
+  float range = 1.0f;            // Q, K entries in [-range, range): larger gives larger logits
+  double tolerance = kFp32Tolerance;
+  const char* lesson = "";       // "README section 3" -- where to read up when this fails
+};
+
+// Fresh random inputs, run, compare. Fails the current doctest case with the seed, the
+// comparison and the hints when the output is wrong, unwritten, NaN or the kernel errors.
+// Also fails if anything outside O's rows was written (padding between strided rows).
+// Returns true when it passed.
+bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o = {});
+
+}  // namespace attn::testing

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Tests of scripts/plot_bench.py on small synthetic bench JSON files.
+
+Run: python tests/test_plot_bench.py (from any folder). Exits 77 (skipped) when matplotlib
+is not installed, 1 when a test fails.
+"""
+import importlib.util
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "plot_bench.py")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SEQS = (512, 1024, 2048)
+
+
+def bench_row(kernel, module, seq, head_dim, ms, status="ok"):
+    """One result row as `attn bench` writes it, for a 16k-token batch with heads*dim = 2048."""
+    batch, heads = 16384 // seq, 2048 // head_dim
+    flops = 4.0 * batch * heads * seq * seq * head_dim
+    fused = 4.0 * 4 * batch * heads * seq * head_dim
+    rate = 1e3 / ms if status == "ok" else 0.0  # per second; unsupported rows carry zeros
+    return {"kernel": kernel, "module": module, "impl": "solution", "batch": batch,
+            "heads": heads, "seq_q": seq, "seq_k": seq, "head_dim": head_dim, "causal": False,
+            "status": status, "check": "pass" if seq <= 1024 else "-", "median_ms": ms,
+            "min_ms": ms * 0.97, "iterations": 20, "flops": flops,
+            "tflops": flops * rate / 1e12, "gbs": fused * rate / 1e9,
+            "bytes_fused": fused, "bytes_unfused": fused + 16.0 * batch * heads * seq * seq,
+            "device_bytes": fused}
+
+
+def bench_doc(rows):
+    """A whole bench document around `rows`."""
+    return {"schema": "attn-bench/1", "created": "2024-01-01T00:00:00Z", "preset": "ladder",
+            "device": {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "sms": 132,
+                       "peak_fp32_tflops": 66.9, "peak_bandwidth_gbs": 3352,
+                       "measured_copy_gbs": 2900},
+            "results": rows}
+
+
+def two_kernel_rows():
+    """Naive (module 1) and online softmax (module 3) at head dims 64 and 128, plus one
+    unsupported row that the script must ignore."""
+    rows = []
+    for head_dim in (64, 128):
+        for seq in SEQS:
+            scale = seq / 512 * (0.8 + 0.2 * 512 / seq)  # throughput rises a little with seq
+            rows.append(bench_row("01_naive/solution", 1, seq, head_dim, 40.0 * scale))
+            rows.append(bench_row("03_online_softmax/solution", 3, seq, head_dim, 2.5 * scale))
+    rows.append(bench_row("01_naive/solution", 1, 4096, 128, 0.0,
+                          status="unsupported: head_dim 128 needs too many registers"))
+    return rows
+
+
+def png_size(path):
+    """(width, height) from the IHDR chunk; fails the caller's test if the magic is wrong."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != PNG_MAGIC or head[12:16] != b"IHDR":
+        raise AssertionError(f"{path} is not a PNG")
+    return struct.unpack(">II", head[16:24])
+
+
+class PlotBenchTest(unittest.TestCase):
+    """Runs the script as a subprocess on files in a temporary folder."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.out_dir = os.path.join(self.dir, "img")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, content):
+        """Write `content` (a str as is, anything else as JSON) to the temp folder."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def run_script(self, *args):
+        """Run plot_bench.py with `args` and --out-dir; returns the CompletedProcess."""
+        return subprocess.run([sys.executable, SCRIPT, *args, "--out-dir", self.out_dir],
+                              capture_output=True, text=True, timeout=120)
+
+    def assert_png(self, path):
+        """`path` is a PNG larger than 100x100 pixels."""
+        self.assertTrue(os.path.isfile(path), f"{path} not written")
+        width, height = png_size(path)
+        self.assertGreater(width, 100)
+        self.assertGreater(height, 100)
+
+    def test_two_kernels_three_plots(self):
+        path = self.write("ladder.json", bench_doc(two_kernel_rows()))
+        r = self.run_script(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for kind in ("tflops", "memory", "speedup"):
+            png = os.path.join(self.out_dir, f"ladder_{kind}.png")
+            self.assert_png(png)
+            self.assertIn(png, r.stdout)
+
+    def test_prefix_and_merged_files(self):
+        rows = two_kernel_rows()
+        first = self.write("a.json", bench_doc(rows[:6]))
+        second = self.write("b.json", bench_doc(rows[6:]))
+        r = self.run_script(first, second)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_png(os.path.join(self.out_dir, "bench_speedup.png"))
+        r = self.run_script(first, "--prefix", "mine")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_png(os.path.join(self.out_dir, "mine_tflops.png"))
+
+    def test_one_kernel_skips_speedup(self):
+        rows = [row for row in two_kernel_rows() if row["kernel"].startswith("03")]
+        rows.append(dict(rows[0], kernel="torch_sdpa_efficient", module=None, status="unsupported: x"))
+        path = self.write("one.json", bench_doc(rows))
+        r = self.run_script(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_png(os.path.join(self.out_dir, "one_tflops.png"))
+        self.assert_png(os.path.join(self.out_dir, "one_memory.png"))
+        self.assertFalse(os.path.exists(os.path.join(self.out_dir, "one_speedup.png")))
+        self.assertIn("skipped", r.stdout)
+
+    def test_null_module_kernel(self):
+        rows = two_kernel_rows()
+        rows += [dict(row, kernel="torch_sdpa_efficient", module=None)
+                 for row in rows if row["kernel"].startswith("03")]
+        for row in rows[-3:]:
+            del row["module"]
+        r = self.run_script(self.write("torch.json", bench_doc(rows)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_png(os.path.join(self.out_dir, "torch_speedup.png"))
+
+    def test_invalid_inputs_exit_1(self):
+        no_ok = bench_doc([bench_row("01_naive/solution", 1, 512, 64, 0.0, status="unsupported: y")])
+        cases = {
+            "missing file": os.path.join(self.dir, "does_not_exist.json"),
+            "not JSON": self.write("garbage.json", "this is { not json"),
+            "wrong schema": self.write("schema.json", dict(bench_doc(two_kernel_rows()), schema="other/2")),
+            "no ok rows": self.write("none_ok.json", no_ok),
+        }
+        for what, path in cases.items():
+            with self.subTest(what):
+                r = self.run_script(path)
+                self.assertEqual(r.returncode, 1, f"{what}: {r.stdout}{r.stderr}")
+                lines = r.stderr.strip().splitlines()
+                self.assertTrue(lines and lines[-1].startswith("plot_bench:"), f"{what}: {r.stderr!r}")
+                self.assertNotIn("Traceback", r.stderr)
+
+
+def main():
+    """Skip (77) without matplotlib, else run the tests; exit 1 when any fails."""
+    if importlib.util.find_spec("matplotlib") is None:
+        print("skipped: matplotlib not installed (./course setup makes .venv)")
+        sys.exit(77)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(PlotBenchTest)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
