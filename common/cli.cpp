@@ -371,6 +371,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
       if (k.impl == Impl::solution && k.backend == Backend::gpu) modules.push_back(k.module);
 
   std::ostringstream rows;
+  rows.precision(9);
   bool first = true;
   out << "device: " << dev.summary() << ", measured copy " << fmt("%.0f", copy_gbs) << " GB/s\n";
   out << "kernel               shape                               ms      TFLOP/s   GB/s   check\n";
@@ -389,10 +390,13 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
           const CheckResult r = check_kernel(kernel, p, in);
           check = r.passed() ? "pass" : "FAIL";
         }
-        // One timed run sets the iteration count so slow kernels stay within max_seconds.
-        const Timing probe = time_kernel(kernel, p, in, 1, 1);
-        const int iters = std::clamp(int(o.max_seconds * 1e3 / std::max(probe.median_ms, 1e-3)), 3, o.iters);
-        t = time_kernel(kernel, p, in, std::min(o.warmup, iters), iters);
+        // One run first (it also warms up) sets the iteration count, so that slow kernels
+        // stay near max_seconds per shape: at least 3 timed runs, at most --iters.
+        const Timing probe = time_kernel(kernel, p, in, 0, 1);
+        const double budget_runs = o.max_seconds * 1e3 / std::max(probe.median_ms, 1e-3);
+        const int iters = std::clamp(int(budget_runs), 3, o.iters);
+        const int warmup = budget_runs > iters + o.warmup ? o.warmup : 0;
+        t = time_kernel(kernel, p, in, warmup, iters);
       }
       const Rates r = status == "ok" ? rates(p, t.median_ms) : Rates{0, 0};
       char line[256];
@@ -421,6 +425,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  file.precision(9);
   file << "{\n  \"schema\": \"attn-bench/1\",\n  \"created\": \"" << date << "\",\n"
        << "  \"preset\": \"" << o.preset << "\",\n"
        << "  \"device\": {\"name\": \"" << json_escape(dev.name) << "\", \"cc\": \"" << dev.cc_major

@@ -30,3 +30,5 @@ step "bench"
 ./build/release/attn bench --modules "$MODULES" --preset ladder --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
 step "verify"
 ./course verify 2>&1 | tail -15
+# At most 8 files come back from the device: pack the logs.
+tar -C "$OUT" -czf "$OUT/verify_logs.tar.gz" verify && rm -rf "$OUT/verify"
