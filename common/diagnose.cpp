@@ -37,8 +37,18 @@ std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const Chec
   std::vector<std::string> hints;
   if (!r.status) {
     hints.push_back("the kernel did not run: " + r.status.message());
+    const std::string& m = r.status.message();
+    if (m.find("cudaErrorInvalidValue") != std::string::npos ||
+        m.find("cudaErrorInvalidConfiguration") != std::string::npos)
+      hints.push_back("a launch was refused: check the grid and block sizes (gridDim.x up to "
+                      "2^31-1, gridDim.y and .z up to 65535, at most 1024 threads per block; "
+                      "batch*heads here is " + std::to_string(int64_t(p.batch) * p.heads) + ")");
     return hints;
   }
+  if (r.guard_writes > 0)
+    hints.push_back(std::to_string(r.guard_writes) +
+                    " values were written PAST THE END of O: a thread whose query is beyond "
+                    "the last one must not write (bounds check: if (i < seq_q))");
   const Comparison& c = r.comparison;
   if (c.passed()) return hints;
 
@@ -60,8 +70,10 @@ std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const Chec
       }
   const int64_t rows = int64_t(p.batch) * p.heads * p.seq_q;
   if (unwritten_rows == rows) {
-    hints.push_back("no output was written at all: was the kernel launched, with a valid "
-                    "configuration? (check cudaGetLastError() after the launch)");
+    hints.push_back(r.backend == Backend::gpu
+                        ? "no output was written at all: was the kernel launched, with a valid "
+                          "configuration? (check cudaGetLastError() after the launch)"
+                        : "no output was written at all: does forward() store into o?");
   } else if (unwritten_rows > 0 && first_unwritten_i > 0) {
     hints.push_back("outputs for queries >= " + std::to_string(first_unwritten_i) +
                     " were never written: the grid (or a loop over queries) covers too few "

@@ -1,5 +1,6 @@
 #include "common/runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/buffers.h"
@@ -26,7 +27,7 @@ namespace {
 Status run_on_gpu(const Kernel& kernel, const Problem& p, const Inputs& in,
                   std::vector<float>& out) {
   try {
-    DeviceBuffer<float> q(in.q), k(in.k), v(in.v), o(size_t(p.o_elements()));
+    DeviceBuffer<float> q(in.q), k(in.k), v(in.v), o(size_t(p.o_elements() + kGuardElements));
     o.poison();
     Status s = kernel.forward(p, q.get(), k.get(), v.get(), o.get(), nullptr);
     if (!s) return s;
@@ -45,24 +46,32 @@ Status run_on_cpu(const Kernel& kernel, const Problem& p, const Inputs& in,
                   std::vector<float>& out) {
   float poison;
   std::memcpy(&poison, &kPoisonBits, sizeof poison);
-  out.assign(size_t(p.o_elements()), poison);
+  out.assign(size_t(p.o_elements() + kGuardElements), poison);
   return kernel.forward(p, in.q.data(), in.k.data(), in.v.data(), out.data(), nullptr);
 }
 
 }  // namespace
 
 Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
-                  std::vector<float>& out) {
+                  std::vector<float>& out, int64_t* guard_writes) {
   if (Status s = validate(p); !s) return s;
   if (Status s = kernel.supports(p); !s) return s;
-  return kernel.backend == Backend::gpu ? run_on_gpu(kernel, p, in, out)
-                                        : run_on_cpu(kernel, p, in, out);
+  Status s = kernel.backend == Backend::gpu ? run_on_gpu(kernel, p, in, out)
+                                            : run_on_cpu(kernel, p, in, out);
+  if (!s) return s;
+  // Split the guard space off the output and count what was written there.
+  const auto guard_begin = out.begin() + p.o_elements();
+  if (guard_writes)
+    *guard_writes = std::count_if(guard_begin, out.end(), [](float x) { return !is_poison(x); });
+  out.erase(guard_begin, out.end());
+  return Status::ok();
 }
 
 CheckResult check_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
                          double tolerance) {
   CheckResult r;
-  r.status = run_kernel(kernel, p, in, r.output);
+  r.backend = kernel.backend;
+  r.status = run_kernel(kernel, p, in, r.output, &r.guard_writes);
   if (r.status) {
     r.reference = reference_attention(p, in.q, in.k, in.v);
     r.comparison = compare_output(p, r.output, r.reference, tolerance);

@@ -22,11 +22,16 @@ struct Inputs {
 // A larger range gives larger logits (scores grow with range^2 * head_dim * scale).
 Inputs random_inputs(const Problem& p, uint64_t seed, float range = 1.0f);
 
+// Elements of poisoned guard space allocated after O: a kernel that writes past the end of
+// its output (a missing bounds check in the last block) lands there and is caught.
+constexpr int64_t kGuardElements = 4096;
+
 // Runs `kernel` once. On success `out` holds p.o_elements() values (device results are
-// copied back). Returns the kernel's own error (unsupported shape) or a CUDA error; a GPU
-// fault during the launch is reported here, with file and line.
+// copied back) and `guard_writes` (if given) counts guard elements that were overwritten.
+// Returns the kernel's own error (unsupported shape) or a CUDA error; a GPU fault during
+// the launch is reported here, with file and line.
 Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
-                  std::vector<float>& out);
+                  std::vector<float>& out, int64_t* guard_writes = nullptr);
 
 // run_kernel + the double reference + compare_output.
 struct CheckResult {
@@ -34,7 +39,9 @@ struct CheckResult {
   Comparison comparison;         // valid when status is ok
   std::vector<float> output;
   std::vector<double> reference;
-  bool passed() const { return status.is_ok() && comparison.passed(); }
+  int64_t guard_writes = 0;      // writes past the end of O (see kGuardElements)
+  Backend backend = Backend::gpu;
+  bool passed() const { return status.is_ok() && comparison.passed() && guard_writes == 0; }
 };
 CheckResult check_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
                          double tolerance = kFp32Tolerance);

@@ -107,10 +107,10 @@ TEST_CASE("online softmax: rising scores (the max changes at every step)") {
                                                  << kOnlineLesson);
   CHECK_MESSAGE(state.max == 6.0f, "the running max must be the largest score seen");
   CHECK_MESSAGE(std::fabs(state.sum - want) < 1e-5 * want,
-                (classic ? "this is the classic mistake: the sum was rescaled with the max AFTER "
+                std::string(classic ? "this is the classic mistake: the sum was rescaled with the max AFTER "
                            "updating it (exp(m_new - m_new) = 1). Compute alpha = exp(m_old - "
                            "m_new) before you overwrite state.max"
-                         : "the running sum must equal sum_j exp(x_j - max)"));
+                                    : "the running sum must equal sum_j exp(x_j - max)"));
 }
 
 TEST_CASE("online softmax: any order gives the two-pass result") {
