@@ -1,34 +1,89 @@
 #!/usr/bin/env bash
-# One scripted GPU session: build, verify (solutions pass, starters fail, sanitizers clean),
-# run the CLI on a few shapes and the benchmark sweep. Logs and JSON go to $OUT (default
-# build/gpu_session). Used on the lent H100; works on any machine with a CUDA GPU.
-#   scripts/gpu_session.sh [bench modules, default 1]
+# Scripted GPU sessions, so a lent GPU's time goes to measuring, not typing. Logs and JSON go
+# to $OUT (default build/gpu_session). Works on any machine with a CUDA GPU.
+#
+#   scripts/gpu_session.sh check          build, attn info, CLI examples, .npy round trips
+#                                         against NumPy, kernel resource usage, Nsight Compute
+#                                         counters, then ./course verify
+#   scripts/gpu_session.sh bench 2,3,4    the benchmark sweep for those modules, then PyTorch
+#                                         SDPA (fp32, memory-efficient) on the same shapes
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-build/gpu_session}"
 mkdir -p "$OUT"
-MODULES="${1:-1}"
-export ATTN_VERIFY_DIR="$OUT/verify"
-
+ATTN=./build/release/attn
 step() { printf '\n== %s ==\n' "$*"; }
-step "device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
-nvcc --version | tail -1
-step "build"
-./course build release >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-./build/release/attn info | tee "$OUT/info.txt"
-step "attn run examples"
-{
-  ./build/release/attn run --module 1 --impl solution --verify --time --seq 1024 --heads 8 --seed 7
-  ./build/release/attn run --module 1 --impl exercise --verify --seq 1024 --heads 8 --seed 7
-  ./build/release/attn run --module 1 --verify --batch 2 --heads 70000 --seq-q 3 --seq-k 5 --dim 16
-  ./build/release/attn run --module 1 --verify --seq-q 1000 --seq-k 17 --dim 59 --layout bshd
-  ./build/release/attn run --module 1 --heads 64 --seq 1000000 --dim 128
-  ./build/release/attn run --module 1 --dim 300
-} 2>&1 | tee "$OUT/run_examples.txt"
-step "bench"
-./build/release/attn bench --modules "$MODULES" --preset ladder --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
-step "verify"
-./course verify 2>&1 | tail -15
-# At most 8 files come back from the device: pack the logs.
-tar -C "$OUT" -czf "$OUT/verify_logs.tar.gz" verify && rm -rf "$OUT/verify"
+modules() { $ATTN list | awk '$3 == "GPU" {print $1 + 0}'; }
+
+phase_check() {
+  step "device"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
+  nvcc --version | tail -1
+  step "build"
+  ./course build release >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  $ATTN info | tee "$OUT/info.txt"
+  step "attn run examples"
+  {
+    $ATTN list
+    for m in $(modules); do
+      $ATTN run --module "$m" --impl solution --verify --time --seq 1024 --heads 8 --seed 7
+      $ATTN run --module "$m" --impl exercise --verify --seq 1024 --heads 8 --seed 7
+      $ATTN run --module "$m" --verify --batch 2 --heads 70000 --seq-q 3 --seq-k 5 --dim 16
+      $ATTN run --module "$m" --verify --seq-q 1000 --seq-k 17 --dim 59 --layout bshd
+    done
+    $ATTN run --module 1 --heads 64 --seq 1000000 --dim 128
+    $ATTN run --module 1 --dim 300
+  } >"$OUT/run_examples.txt" 2>&1
+  grep -E "^[0-9]|PASS|FAIL|attn:" "$OUT/run_examples.txt" | head -60
+  step ".npy round trips against NumPy float64"
+  for m in $(modules); do
+    python3 scripts/npy_roundtrip_check.py --module "$m" 2>&1 | sed "s/^/module $m: /"
+    if $ATTN run --module "$m" --causal --seq 8 >/dev/null 2>&1; then
+      python3 scripts/npy_roundtrip_check.py --module "$m" --causal 2>&1 | sed "s/^/module $m: /"
+    fi
+  done | tee "$OUT/npy_checks.txt"
+  step "resource usage (registers, shared memory, stack) of the solution kernels"
+  cuobjdump -res-usage "$ATTN" 2>&1 | grep -B1 -E "REG:" | grep -A1 -E "solution" |
+    sed -E 's/_ZN4attn//' | tee "$OUT/resources.txt" | head -40
+  step "Nsight Compute: memory traffic per module (B=1 H=8 N=1024 d=64)"
+  for m in $(modules); do
+    ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
+      --csv --page raw -c 1 $ATTN run --module "$m" --seq 1024 --heads 8 --dim 64 \
+      >"$OUT/ncu_module$m.csv" 2>&1 || echo "ncu failed for module $m"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/ncu_summary.txt"
+import csv, glob, sys, os
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_module*.csv"))):
+    lines = [l for l in open(path) if l.startswith('"')]
+    if len(lines) < 3:
+        print(os.path.basename(path), "no data"); continue
+    rows = list(csv.reader(lines))
+    head, units, vals = rows[0], rows[1], rows[2]
+    want = [c for c in head if "__" in c]
+    print(os.path.basename(path), vals[head.index("Kernel Name")][:40])
+    for c in want:
+        print(f"   {c:<62} {vals[head.index(c)]:>16} {units[head.index(c)]}")
+PY
+  step "verify"
+  ATTN_VERIFY_DIR="$OUT/verify" ./course verify 2>&1 | tail -12
+  # At most 8 files come back from the device: pack the logs.
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" verify build.log run_examples.txt $(cd "$OUT" && ls ncu_module*.csv) &&
+    rm -rf "$OUT/verify" "$OUT"/ncu_module*.csv "$OUT/build.log" "$OUT/run_examples.txt"
+}
+
+phase_bench() {
+  local list="${1:-}"
+  ./course build release >"$OUT/build_bench.log" 2>&1 || { tail -30 "$OUT/build_bench.log"; exit 1; }
+  step "bench modules ${list:-all}"
+  $ATTN bench ${list:+--modules "$list"} --preset ladder --out "$OUT/bench.json" 2>&1 |
+    tee "$OUT/bench.txt"
+  step "PyTorch SDPA, fp32 memory-efficient backend, same shapes"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_torch.py --preset ladder --dtype float32 \
+    --backends efficient --merge-into "$OUT/bench.json" 2>&1 | tee "$OUT/torch.txt"
+}
+
+case "${1:-check}" in
+  check) phase_check ;;
+  bench) phase_bench "${2:-}" ;;
+  *) echo "usage: $0 check | bench [modules]" >&2; exit 2 ;;
+esac
