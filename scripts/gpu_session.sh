@@ -4,7 +4,9 @@
 #
 #   scripts/gpu_session.sh check          build, attn info, CLI examples, .npy round trips
 #                                         against NumPy, kernel resource usage, Nsight Compute
-#                                         counters, then ./course verify
+#                                         counters
+#   scripts/gpu_session.sh verify         ./course verify (solutions pass, starters fail,
+#                                         compute-sanitizer memcheck/racecheck/synccheck)
 #   scripts/gpu_session.sh bench 2,3,4    the benchmark sweep for those modules, then PyTorch
 #                                         SDPA (fp32, memory-efficient) on the same shapes
 set -uo pipefail
@@ -64,11 +66,16 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_module*.csv"))):
     for c in want:
         print(f"   {c:<62} {vals[head.index(c)]:>16} {units[head.index(c)]}")
 PY
+  # At most 8 files come back from the device: pack the logs.
+  tar -C "$OUT" -czf "$OUT/check_logs.tar.gz" build.log run_examples.txt $(cd "$OUT" && ls ncu_module*.csv) &&
+    rm -f "$OUT"/ncu_module*.csv "$OUT/build.log" "$OUT/run_examples.txt"
+}
+
+phase_verify() {
   step "verify"
   ATTN_VERIFY_DIR="$OUT/verify" ./course verify 2>&1 | tail -12
-  # At most 8 files come back from the device: pack the logs.
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" verify build.log run_examples.txt $(cd "$OUT" && ls ncu_module*.csv) &&
-    rm -rf "$OUT/verify" "$OUT"/ncu_module*.csv "$OUT/build.log" "$OUT/run_examples.txt"
+  cp "$OUT/verify/verify_table.txt" "$OUT/" 2>/dev/null
+  tar -C "$OUT" -czf "$OUT/verify_logs.tar.gz" verify && rm -rf "$OUT/verify"
 }
 
 phase_bench() {
@@ -84,6 +91,7 @@ phase_bench() {
 
 case "${1:-check}" in
   check) phase_check ;;
+  verify) phase_verify ;;
   bench) phase_bench "${2:-}" ;;
-  *) echo "usage: $0 check | bench [modules]" >&2; exit 2 ;;
+  *) echo "usage: $0 check | verify | bench [modules]" >&2; exit 2 ;;
 esac

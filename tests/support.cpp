@@ -49,8 +49,24 @@ int64_t writes_outside_rows(const Problem& p, const std::vector<float>& out) {
 }  // namespace
 
 bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o) {
-  const uint64_t seed = next_seed();
-  const Inputs in = random_inputs(p, seed, o.range);
+  return check_inputs_against_reference(kernel, p, random_inputs(p, next_seed(), o.range), o);
+}
+
+bool sanitizer_light() {
+  static const bool light = [] {
+    const char* env = std::getenv("ATTN_SANITIZER_LIGHT");
+    return env && env[0] == '1';
+  }();
+  return light;
+}
+
+bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
+                                    const CheckOptions& o) {
+  if (sanitizer_light() && attention_flops(p) > kSanitizerMaxFlops) {
+    MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
+    return true;
+  }
+  const uint64_t seed = in.seed;
   const CheckResult r = check_kernel(kernel, p, in, o.tolerance);
 
   std::ostringstream report;
@@ -67,6 +83,8 @@ bool check_against_reference(const Kernel& kernel, const Problem& p, const Check
       passed = false;
     }
   }
+  if (!passed && r.status && o.extra_hints)
+    for (const std::string& hint : o.extra_hints(p, in, r)) report << "  hint: " << hint << "\n";
   if (!passed && o.lesson[0]) report << "  read: " << o.lesson << "\n";
   CHECK_MESSAGE(passed, report.str());
   return passed;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/problem.h"
 #include "common/registry.h"
@@ -27,10 +28,17 @@ inline Impl impl_under_test() {
 }
 const Kernel& kernel_under_test(int module, Impl impl);
 
+// Module-specific explanations of a failed check, e.g. "the output matches the online softmax
+// without rescaling acc": a grader recomputes the output as a classic bug would and names
+// the bug when it matches. Called only when the check failed and the kernel ran.
+using ExtraHints = std::vector<std::string> (*)(const Problem& p, const Inputs& in,
+                                                const CheckResult& r);
+
 struct CheckOptions {
   float range = 1.0f;            // Q, K entries in [-range, range): larger gives larger logits
   double tolerance = kFp32Tolerance;
   const char* lesson = "";       // "README section 3" -- where to read up when this fails
+  ExtraHints extra_hints = nullptr;
 };
 
 // Fresh random inputs, run, compare. Fails the current doctest case with the seed, the
@@ -38,5 +46,17 @@ struct CheckOptions {
 // Also fails if anything outside O's rows was written (padding between strided rows).
 // Returns true when it passed.
 bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o = {});
+
+// Under compute-sanitizer every memory access is checked and kernels run 10-100x slower.
+// With ATTN_SANITIZER_LIGHT=1 (set by `./course verify` for the sanitizer runs) checks of
+// problems above kSanitizerMaxFlops are skipped with a message; the smaller shapes still take
+// every code path (partial tiles, several tiles, grid limits, masks).
+constexpr double kSanitizerMaxFlops = 6e8;
+bool sanitizer_light();
+
+// The same with inputs the caller made (e.g. scores that rise with the key index); `in.seed`
+// is printed as the seed. `o.range` only labels the report.
+bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
+                                    const CheckOptions& o = {});
 
 }  // namespace attn::testing
