@@ -128,7 +128,7 @@ void require_gpu(const Kernel& k) {
 // Refuses problems whose buffers cannot fit on the device, before any allocation.
 void require_memory(const Problem& p, const Kernel& k) {
   if (k.backend != Backend::gpu) return;
-  const double need = 4.0 * (double(p.q_elements()) + 2.0 * p.kv_elements() + p.o_elements());
+  const double need = attention_buffer_bytes(p);
   size_t free_bytes = 0, total = 0;
   ATTN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   if (need > double(free_bytes))
@@ -415,7 +415,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
            << ", \"tflops\": " << r.tflops << ", \"gbs\": " << r.gbs
            << ", \"bytes_fused\": " << attention_bytes_fused(p)
            << ", \"bytes_unfused\": " << attention_bytes_unfused(p)
-           << ", \"device_bytes\": " << 4.0 * (double(p.q_elements()) + 2.0 * p.kv_elements() + p.o_elements())
+           << ", \"device_bytes\": " << attention_buffer_bytes(p)
            << "}";
       first = false;
     }

@@ -13,6 +13,12 @@ bool is_poison(float x) {
   return bits == kPoisonBits;
 }
 
+float poison_value() {
+  float x;
+  std::memcpy(&x, &kPoisonBits, sizeof x);
+  return x;
+}
+
 std::string Index4::str() const {
   std::ostringstream s;
   s << "(b=" << b << ", h=" << h << ", i=" << i << ", d=" << d << ")";

@@ -18,6 +18,7 @@ namespace attn {
 // The bit pattern DeviceBuffer::poison() writes (a NaN no arithmetic produces).
 constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;
 bool is_poison(float x);
+float poison_value();  // the float whose bits are kPoisonBits
 
 // Default tolerance for fp32 kernels (relative L2 error).
 constexpr double kFp32Tolerance = 1e-4;

@@ -112,6 +112,10 @@ double attention_bytes_fused(const Problem& p) {
   return 4.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
 }
 
+double attention_buffer_bytes(const Problem& p) {
+  return 4.0 * (double(p.q_elements()) + 2.0 * double(p.kv_elements()) + double(p.o_elements()));
+}
+
 double attention_bytes_unfused(const Problem& p) {
   const double bh = double(p.batch) * p.heads;
   return attention_bytes_fused(p) + 4.0 * bh * 4.0 * p.seq_q * p.seq_k;

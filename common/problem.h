@@ -89,5 +89,8 @@ Status validate(const Problem& p);
 double attention_flops(const Problem& p);
 double attention_bytes_fused(const Problem& p);
 double attention_bytes_unfused(const Problem& p);
+// Device memory for the Q, K, V and O buffers as laid out by the strides (what a fused kernel
+// needs in all; the CLI checks it against free memory before allocating).
+double attention_buffer_bytes(const Problem& p);
 
 }  // namespace attn

@@ -1,7 +1,6 @@
 #include "common/runner.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/buffers.h"
 #include "common/random.h"
@@ -44,9 +43,7 @@ Status run_on_gpu(const Kernel& kernel, const Problem& p, const Inputs& in,
 
 Status run_on_cpu(const Kernel& kernel, const Problem& p, const Inputs& in,
                   std::vector<float>& out) {
-  float poison;
-  std::memcpy(&poison, &kPoisonBits, sizeof poison);
-  out.assign(size_t(p.o_elements() + kGuardElements), poison);
+  out.assign(size_t(p.o_elements() + kGuardElements), poison_value());
   return kernel.forward(p, in.q.data(), in.k.data(), in.v.data(), out.data(), nullptr);
 }
 

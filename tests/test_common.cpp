@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -22,11 +21,6 @@
 using namespace attn;
 
 namespace {
-float poison_value() {
-  float x;
-  std::memcpy(&x, &kPoisonBits, sizeof x);
-  return x;
-}
 std::string temp_path(const std::string& name) {
   return (std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp")) + "/attn_test_" + name;
 }

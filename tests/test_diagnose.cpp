@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,12 +28,6 @@ std::string hints_of(const Problem& p, const Inputs& in, CheckResult& r) {
   std::string all;
   for (const std::string& h : diagnose(p, in, r)) all += h + "\n";
   return all;
-}
-
-float poison() {
-  float x;
-  std::memcpy(&x, &kPoisonBits, sizeof x);
-  return x;
 }
 
 void set_row(const Problem& p, CheckResult& r, int b, int h, int i, float value) {
@@ -63,7 +56,7 @@ TEST_CASE("hints: nothing written") {
   const Problem p = Problem::make(1, 2, 10, 12, 8);
   const Inputs in = random_inputs(p, 2);
   CheckResult r = exact_result(p, in);
-  for (float& x : r.output) x = poison();
+  for (float& x : r.output) x = poison_value();
   CHECK(hints_of(p, in, r).find("no output was written at all") != std::string::npos);
 }
 
@@ -73,7 +66,7 @@ TEST_CASE("hints: the grid covers too few queries") {
   CheckResult r = exact_result(p, in);
   for (int b = 0; b < 2; ++b)
     for (int h = 0; h < 2; ++h)
-      for (int i = 64; i < 100; ++i) set_row(p, r, b, h, i, poison());
+      for (int i = 64; i < 100; ++i) set_row(p, r, b, h, i, poison_value());
   CHECK(hints_of(p, in, r).find("queries >= 64 were never written") != std::string::npos);
 }
 
@@ -83,7 +76,7 @@ TEST_CASE("hints: the grid covers too few heads") {
   CheckResult r = exact_result(p, in);
   for (int b = 0; b < 2; ++b)
     for (int h = (b == 0 ? 3 : 0); h < 4; ++h)
-      for (int i = 0; i < 10; ++i) set_row(p, r, b, h, i, poison());
+      for (int i = 0; i < 10; ++i) set_row(p, r, b, h, i, poison_value());
   const std::string hints = hints_of(p, in, r);
   CHECK(hints.find("(batch 0, head 3) and later were never written") != std::string::npos);
   CHECK(hints.find("65535") != std::string::npos);
@@ -150,7 +143,7 @@ TEST_CASE("hints: module 00 (CPU) gets a CPU hint for an unwritten output") {
   const Inputs in = random_inputs(p, 11);
   CheckResult r = exact_result(p, in);
   r.backend = Backend::cpu;
-  for (float& x : r.output) x = poison();
+  for (float& x : r.output) x = poison_value();
   const std::string hints = hints_of(p, in, r);
   CHECK(hints.find("does forward() store into o") != std::string::npos);
   CHECK(hints.find("cudaGetLastError") == std::string::npos);
