@@ -1,11 +1,23 @@
-# attn_add_module(NN name): builds module NN_name from
+# attn_add_module(NN name [LIBS lib...]): builds module NN_name from
 #   modules/NN_name/exercise.cu|.cpp + register.cpp   -> object library mNN_exercise
 #   solutions/NN_name/solution.cu|.cpp + register.cpp -> object library mNN_solution
 # (the same sources compile with ATTN_IMPL=exercise / solution, so the symbols do not clash),
 # and the grader tests/test_NN_name.cpp against each: grade_NN (exercise), check_NN (solution).
 # A module whose forward() runs on the CPU is labelled `cpu`, the others `gpu`:
 #   attn_add_module(00 reference)   -- CPU: decided by the exercise being a .cpp file
+# Optional:
+#   LIBS lib...   extra libraries for the module's grader and benchmark, e.g. cuBLAS for a
+#                 comparison: attn_add_module(05 batched_gemm LIBS CUDA::cublas). They are not
+#                 linked into the module libraries (so not into `attn`): forward() must not
+#                 need them.
+#   solutions/NN_name/bench.cu, if it exists, builds the program bench_NN (the module's own
+#   benchmark) against mNN_solution, attn_common, CLI11 and LIBS. Not a test: run it by hand.
 function(attn_add_module number name)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "LIBS")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "attn_add_module(${number} ${name}): unknown arguments "
+                        "${ARG_UNPARSED_ARGUMENTS} (expected LIBS lib...)")
+  endif()
   set(dir ${number}_${name})
   set(src ${PROJECT_SOURCE_DIR})
   foreach(impl exercise solution)
@@ -38,7 +50,7 @@ function(attn_add_module number name)
     set(test_source ${src}/tests/test_${dir}.cpp)
     if(EXISTS ${test_source})
       add_executable(${test_name} ${test_source})
-      target_link_libraries(${test_name} PRIVATE ${lib} attn_test_main_${device})
+      target_link_libraries(${test_name} PRIVATE ${lib} attn_test_main_${device} ${ARG_LIBS})
       target_compile_definitions(${test_name} PRIVATE ATTN_IMPL=${impl})
       add_test(NAME ${test_name} COMMAND ${test_name})
       set_tests_properties(${test_name} PROPERTIES
@@ -47,4 +59,13 @@ function(attn_add_module number name)
         TIMEOUT 900)
     endif()
   endforeach()
+
+  # The module's benchmark program, against the solution.
+  set(bench_source ${src}/solutions/${dir}/bench.cu)
+  if(EXISTS ${bench_source})
+    add_executable(bench_${number} ${bench_source})
+    target_link_libraries(bench_${number} PRIVATE m${number}_solution attn_common CLI11::CLI11
+                          ${ARG_LIBS})
+    target_compile_definitions(bench_${number} PRIVATE ATTN_IMPL=solution)
+  endif()
 endfunction()

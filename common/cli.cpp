@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -47,7 +48,7 @@ std::string human_bytes(double bytes) {
 // Options shared by `run` and `bench`.
 
 struct ShapeOptions {
-  std::optional<int> batch, heads, seq_q, seq_k, seq, dim;
+  std::optional<int> batch, heads, kv_heads, seq_q, seq_k, seq, dim;
   bool causal = false;
   std::string layout = "bhsd";
   float scale = 0.0f;
@@ -68,17 +69,39 @@ struct BenchOptions {
   std::string impl = "solution";
   std::string preset = "ladder";
   std::string out_path = "bench.json";
+  std::optional<int> kv_heads;  // grouped K/V heads for every preset shape (default: = heads)
   int warmup = 3, iters = 20;
   double max_seconds = 2.0;  // per shape: fewer iterations for very slow kernels
 };
 
+// CLI11 reads any integer as a flag's value (--verify=2 is true, --time=-1 false); these
+// flags take 0 or 1 (or true/false), and nothing else passes silently.
+CLI::Validator zero_or_one(const std::string& flag) {
+  return CLI::Validator(
+      [flag](std::string& value) -> std::string {
+        std::string lower = value;
+        std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+        if (lower == "0" || lower == "1" || lower == "true" || lower == "false") return {};
+        return "takes 0 or 1 (as in " + flag + "=1), got '" + value + "'";
+      },
+      "");
+}
+
+// A count >= 1 with a readable message (CLI::PositiveNumber prints the range up to DBL_MAX).
+const CLI::Range kAtLeastOne(1, std::numeric_limits<int>::max());
+
+// Composable Kernel's examples spell some flags with underscores (--seq_len, --head_dim,
+// --kv_heads); both spellings are accepted.
 void add_shape_options(CLI::App* cmd, ShapeOptions& s) {
   cmd->add_option("--batch,-b", s.batch, "batch size");
-  cmd->add_option("--heads", s.heads, "number of heads");
+  cmd->add_option("--heads", s.heads, "number of query heads");
+  cmd->add_option("--kv-heads,--kv_heads", s.kv_heads,
+                  "K/V heads, a divisor of --heads (GQA; 1 = MQA; default: = heads)")
+      ->check(kAtLeastOne);
   cmd->add_option("--seq-q", s.seq_q, "query sequence length");
   cmd->add_option("--seq-k", s.seq_k, "key/value sequence length");
-  cmd->add_option("--seq,-n", s.seq, "sets both --seq-q and --seq-k");
-  cmd->add_option("--dim,-d", s.dim, "head dimension");
+  cmd->add_option("--seq,--seq_len,-n", s.seq, "sets both --seq-q and --seq-k (unless given)");
+  cmd->add_option("--dim,--head_dim,-d", s.dim, "head dimension");
   cmd->add_flag("--causal", s.causal, "causal mask (bottom-right aligned)");
   cmd->add_option("--layout", s.layout, "bhsd (default) or bshd")
       ->check(CLI::IsMember({"bhsd", "bshd"}, CLI::ignore_case));
@@ -113,7 +136,8 @@ Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
   const int seq_q = s.seq_q.value_or(s.seq.value_or(def_seq));
   const int seq_k = s.seq_k.value_or(s.seq.value_or(def_seq));
   Problem p = Problem::make(s.batch.value_or(1), s.heads.value_or(def_heads), seq_q, seq_k,
-                            s.dim.value_or(64), s.causal, parse_layout(s.layout));
+                            s.dim.value_or(64), s.causal, parse_layout(s.layout),
+                            s.kv_heads.value_or(0));
   p.scale = s.scale;
   return p;
 }
@@ -138,7 +162,8 @@ void require_memory(const Problem& p, const Kernel& k) {
 
 // ---------------------------------------------------------------------------------------------
 // .npy inputs: Q is [B, H, Sq, D] (or [B, Sq, H, D] with --layout bshd); rank 3 drops B,
-// rank 2 drops B and H. K and V have the same rank with Sk in place of Sq.
+// rank 2 drops B and H. K and V have the same rank with Sk in place of Sq and KVH (K/V heads,
+// a divisor of H: grouped K/V heads) in place of H.
 
 struct Dims { int batch, heads, seq, dim; };
 
@@ -163,10 +188,11 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
   if (k.shape != v.shape)
     throw UserError(o.v_path + ": shape " + shape_str(v.shape) + " differs from K's " +
                     shape_str(k.shape));
-  if (q.shape.size() != k.shape.size() || dq.batch != dk.batch || dq.heads != dk.heads ||
-      dq.dim != dk.dim)
+  if (q.shape.size() != k.shape.size() || dq.batch != dk.batch || dq.dim != dk.dim ||
+      dq.heads % dk.heads != 0)
     throw UserError(o.k_path + ": shape " + shape_str(k.shape) + " does not match Q's " +
-                    shape_str(q.shape) + " (batch, heads and dim must agree)");
+                    shape_str(q.shape) +
+                    " (batch and dim must agree; K/V heads must equal or divide Q's heads)");
   (void)dv;
   const ShapeOptions& s = o.shape;
   auto agree = [](const std::optional<int>& flag, int value, const char* name) {
@@ -176,10 +202,12 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
   };
   agree(s.batch, dq.batch, "batch");
   agree(s.heads, dq.heads, "heads");
+  agree(s.kv_heads, dk.heads, "kv-heads");
   agree(s.dim, dq.dim, "dim");
   agree(s.seq_q, dq.seq, "seq-q");
   agree(s.seq_k, dk.seq, "seq-k");
-  Problem p = Problem::make(dq.batch, dq.heads, dq.seq, dk.seq, dq.dim, s.causal, layout);
+  Problem p = Problem::make(dq.batch, dq.heads, dq.seq, dk.seq, dq.dim, s.causal, layout,
+                            dk.heads);
   p.scale = s.scale;
   in.q = std::move(q.data);
   in.k = std::move(k.data);
@@ -370,6 +398,16 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
     for (const Kernel& k : registered_kernels())
       if (k.impl == Impl::solution && k.backend == Backend::gpu) modules.push_back(k.module);
 
+  std::vector<Problem> shapes = bench_shapes(o.preset);
+  if (o.kv_heads)
+    for (Problem& p : shapes) {
+      p = Problem::make(p.batch, p.heads, p.seq_q, p.seq_k, p.head_dim, p.causal, Layout::BHSD,
+                        *o.kv_heads);
+      if (Status s = validate(p); !s)
+        throw UserError("--kv-heads " + std::to_string(*o.kv_heads) + " on preset '" + o.preset +
+                        "' (" + p.describe() + "): " + s.message());
+    }
+
   std::ostringstream rows;
   rows.precision(9);
   bool first = true;
@@ -378,7 +416,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   for (int module : modules) {
     const Kernel& kernel = lookup_kernel(module, parse_impl(o.impl));
     if (kernel.backend != Backend::gpu) continue;
-    for (const Problem& p : bench_shapes(o.preset)) {
+    for (const Problem& p : shapes) {
       std::string status = "ok", check = "-";
       Timing t;
       if (Status s = kernel.supports(p); !s) {
@@ -407,6 +445,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
       rows << (first ? "" : ",\n") << "    {\"kernel\": \"" << kernel.label()
            << "\", \"module\": " << module << ", \"impl\": \"" << impl_name(kernel.impl)
            << "\", \"batch\": " << p.batch << ", \"heads\": " << p.heads
+           << ", \"kv_heads\": " << p.kv_heads
            << ", \"seq_q\": " << p.seq_q << ", \"seq_k\": " << p.seq_k
            << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
            << ", \"status\": \"" << json_escape(status) << "\", \"check\": \"" << check
@@ -450,14 +489,20 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run_cmd->add_option("--impl", run.impl, "exercise or solution")
       ->check(CLI::IsMember({"exercise", "solution"}));
   add_shape_options(run_cmd, run.shape);
-  run_cmd->add_flag("--verify", run.verify, "compare with the double-precision CPU reference");
-  run_cmd->add_flag("--time", run.time, "time it (median of --iters after --warmup)");
+  // Flags also take a value, Composable Kernel style: --verify=1, --time=0 (or true/false;
+  // anything else is a parse error, see zero_or_one).
+  run_cmd->add_flag("--verify", run.verify,
+                    "compare with the double-precision CPU reference (--verify=0/1 also works)")
+      ->check(zero_or_one("--verify"));
+  run_cmd->add_flag("--time", run.time,
+                    "time it: median of --iters after --warmup (--time=0/1 also works)")
+      ->check(zero_or_one("--time"));
   run_cmd->add_option("--warmup", run.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--iters", run.iters, "timed runs")->check(CLI::PositiveNumber);
   run_cmd->add_option("--seed", run.seed, "seed of the random inputs (printed when not given)");
   run_cmd->add_option("--q", run.q_path, "Q from a float32 .npy file [B,H,Sq,D]");
-  run_cmd->add_option("--k", run.k_path, "K from a float32 .npy file [B,H,Sk,D]");
-  run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file [B,H,Sk,D]");
+  run_cmd->add_option("--k", run.k_path, "K from a float32 .npy file [B,KVH,Sk,D]");
+  run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file [B,KVH,Sk,D]");
   run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
 
   app.add_subcommand("list", "list the modules");
@@ -470,6 +515,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench_cmd->add_option("--impl", bench.impl, "exercise or solution")
       ->check(CLI::IsMember({"exercise", "solution"}));
   bench_cmd->add_option("--preset", bench.preset, "quick or ladder (default)");
+  bench_cmd->add_option("--kv-heads,--kv_heads", bench.kv_heads,
+                        "K/V heads for every shape (GQA/MQA; must divide the preset's heads)")
+      ->check(kAtLeastOne);
   bench_cmd->add_option("--out", bench.out_path, "JSON file to write");
   bench_cmd->add_option("--warmup", bench.warmup)->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(CLI::PositiveNumber);

@@ -2,9 +2,11 @@
 // device, sweep a benchmark. Everything is in run_cli() so tests can drive it in-process.
 //
 //   attn run --module 1 --impl solution --batch 2 --heads 8 --seq-q 1024 --seq-k 1024 --dim 64
-//            [--causal] [--layout bshd] [--verify] [--time] [--warmup 5] [--iters 20] [--seed 7]
-//            [--q q.npy --k k.npy --v v.npy] [--out o.npy]
-//   attn list | attn info | attn bench --modules 1 --out results.json
+//            [--kv-heads 2] [--causal] [--layout bshd] [--verify] [--time] [--warmup 5]
+//            [--iters 20] [--seed 7] [--q q.npy --k k.npy --v v.npy] [--out o.npy]
+//   Composable Kernel spellings work too: --seq_len 1024 (= --seq), --head_dim 64 (= --dim),
+//   --kv_heads 2, --verify=1, --time=0.
+//   attn list | attn info | attn bench --modules 1 [--kv-heads 8] --out results.json
 //
 // Exit codes: 0 success, 1 a check failed or the run could not be done (one line says why),
 // 2 bad command line.

@@ -48,7 +48,11 @@ std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const Chec
   if (r.guard_writes > 0)
     hints.push_back(std::to_string(r.guard_writes) +
                     " values were written PAST THE END of O: a thread whose query is beyond "
-                    "the last one must not write (bounds check: if (i < seq_q))");
+                    "the last one must not write (bounds check: if (i < seq_q))" +
+                    (r.guard_writes < p.head_dim
+                         ? "; fewer values than one row holds, so maybe columns >= head_dim "
+                           "were stored (a tile padded past head_dim)"
+                         : ""));
   const Comparison& c = r.comparison;
   if (c.passed()) return hints;
 

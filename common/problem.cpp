@@ -24,16 +24,17 @@ int64_t span(const Strides& s, int batch, int heads, int seq, int head_dim) {
 }  // namespace
 
 Problem Problem::make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal,
-                      Layout layout) {
+                      Layout layout, int kv_heads) {
   Problem p;
   p.batch = batch;
   p.heads = heads;
+  p.kv_heads = kv_heads == 0 ? heads : kv_heads;
   p.seq_q = seq_q;
   p.seq_k = seq_k;
   p.head_dim = head_dim;
   p.causal = causal;
   p.q = p.o = dense_strides(layout, heads, seq_q, head_dim);
-  p.k = p.v = dense_strides(layout, heads, seq_k, head_dim);
+  p.k = p.v = dense_strides(layout, p.kv_heads, seq_k, head_dim);
   return p;
 }
 
@@ -43,7 +44,8 @@ float Problem::softmax_scale() const {
 
 int64_t Problem::q_elements() const { return span(q, batch, heads, seq_q, head_dim); }
 int64_t Problem::kv_elements() const {
-  return std::max(span(k, batch, heads, seq_k, head_dim), span(v, batch, heads, seq_k, head_dim));
+  return std::max(span(k, batch, kv_heads, seq_k, head_dim),
+                  span(v, batch, kv_heads, seq_k, head_dim));
 }
 int64_t Problem::o_elements() const { return span(o, batch, heads, seq_q, head_dim); }
 
@@ -62,7 +64,9 @@ int64_t Problem::visible_pairs() const {
 
 std::string Problem::describe() const {
   std::ostringstream s;
-  s << "B=" << batch << " H=" << heads << " Sq=" << seq_q << " Sk=" << seq_k
+  s << "B=" << batch << " H=" << heads;
+  if (kv_heads != heads) s << " KVH=" << kv_heads;
+  s << " Sq=" << seq_q << " Sk=" << seq_k
     << " D=" << head_dim << (causal ? " causal" : "");
   return s.str();
 }
@@ -73,8 +77,13 @@ Status validate(const Problem& p) {
     return Status::error(std::string(name) + " must be >= 1 (got " + std::to_string(value) + ")");
   };
   for (auto [name, value] : {std::pair{"batch", p.batch}, {"heads", p.heads},
-                             {"seq_q", p.seq_q}, {"seq_k", p.seq_k}, {"head_dim", p.head_dim}})
+                             {"kv_heads", p.kv_heads}, {"seq_q", p.seq_q}, {"seq_k", p.seq_k},
+                             {"head_dim", p.head_dim}})
     if (Status s = positive(name, value); !s) return s;
+  if (p.heads % p.kv_heads != 0)
+    return Status::error("kv_heads must divide heads (got heads=" + std::to_string(p.heads) +
+                         ", kv_heads=" + std::to_string(p.kv_heads) +
+                         "): each K/V head serves heads / kv_heads query heads");
   if (p.head_dim > kMaxHeadDim)
     return Status::error("head_dim " + std::to_string(p.head_dim) + " is larger than the " +
                          std::to_string(kMaxHeadDim) + " this course supports");
@@ -84,13 +93,13 @@ Status validate(const Problem& p) {
   // Rows must not overlap: a kernel writes O rows in parallel, and reading overlapping
   // Q/K/V rows would silently change the problem. Row stride >= head_dim, and the head and
   // batch strides must step over whole rows (checked only where that axis has > 1 entry).
-  struct Named { const char* name; const Strides& s; int seq; };
-  for (const Named& t : {Named{"q", p.q, p.seq_q}, Named{"k", p.k, p.seq_k},
-                         Named{"v", p.v, p.seq_k}, Named{"o", p.o, p.seq_q}}) {
+  struct Named { const char* name; const Strides& s; int heads, seq; };
+  for (const Named& t : {Named{"q", p.q, p.heads, p.seq_q}, Named{"k", p.k, p.kv_heads, p.seq_k},
+                         Named{"v", p.v, p.kv_heads, p.seq_k}, Named{"o", p.o, p.heads, p.seq_q}}) {
     if (t.s.seq < p.head_dim && t.seq > 1)
       return Status::error(std::string(t.name) + " sequence stride " + std::to_string(t.s.seq) +
                            " is smaller than head_dim: rows would overlap");
-    if ((p.heads > 1 && t.s.head < p.head_dim) || (p.batch > 1 && t.s.batch < p.head_dim) ||
+    if ((t.heads > 1 && t.s.head < p.head_dim) || (p.batch > 1 && t.s.batch < p.head_dim) ||
         t.s.seq < 0 || t.s.head < 0 || t.s.batch < 0)
       return Status::error(std::string(t.name) + " head/batch strides overlap rows");
   }
@@ -108,8 +117,9 @@ double attention_flops(const Problem& p) {
 }
 
 double attention_bytes_fused(const Problem& p) {
-  const double bh = double(p.batch) * p.heads;
-  return 4.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
+  const double q_rows = double(p.batch) * p.heads * p.seq_q;      // Q read, O written
+  const double kv_rows = double(p.batch) * p.kv_heads * p.seq_k;  // K and V read
+  return 4.0 * p.head_dim * (2.0 * q_rows + 2.0 * kv_rows);
 }
 
 double attention_buffer_bytes(const Problem& p) {
@@ -119,6 +129,14 @@ double attention_buffer_bytes(const Problem& p) {
 double attention_bytes_unfused(const Problem& p) {
   const double bh = double(p.batch) * p.heads;
   return attention_bytes_fused(p) + 4.0 * bh * 4.0 * p.seq_q * p.seq_k;
+}
+
+Status require_one_kv_head_per_head(const Problem& p, const char* module) {
+  if (p.kv_heads == p.heads) return Status::ok();
+  return Status::error(std::string(module) + " reads one K/V head per query head (got heads=" +
+                       std::to_string(p.heads) + ", kv_heads=" + std::to_string(p.kv_heads) +
+                       "); grouped K/V heads (--kv-heads) come in module 06 (module 05 runs "
+                       "them unfused)");
 }
 
 }  // namespace attn

@@ -1,9 +1,13 @@
 // The attention problem: O = softmax(scale * Q K^T [+ causal mask]) V, per (batch, head).
 //
-// Shapes (logical):   Q [batch, heads, seq_q, head_dim]
-//                     K [batch, heads, seq_k, head_dim]
-//                     V [batch, heads, seq_k, head_dim]
-//                     O [batch, heads, seq_q, head_dim]
+// Shapes (logical):   Q [batch, heads,    seq_q, head_dim]
+//                     K [batch, kv_heads, seq_k, head_dim]
+//                     V [batch, kv_heads, seq_k, head_dim]
+//                     O [batch, heads,    seq_q, head_dim]
+// kv_heads == heads is classic multi-head attention; kv_heads < heads (a divisor) is grouped
+// K/V heads: GQA, or MQA with kv_heads = 1. Query head h reads K/V head kv_head(h), so each
+// group of heads / kv_heads consecutive query heads shares one K/V head (as in Llama 2/3 and
+// FlashAttention: K/V head h / (heads / kv_heads), not h % kv_heads).
 // Memory: each tensor has its own element strides for batch, head and sequence; the head_dim
 // axis is always contiguous (stride 1). The default layout is BHSD (row-major in the logical
 // order above); BSHD (heads interleaved per token, as most frameworks store them) only
@@ -40,7 +44,8 @@ constexpr int kMaxHeadDim = 256;
 
 struct Problem {
   int batch = 1;
-  int heads = 1;
+  int heads = 1;     // query (and output) heads
+  int kv_heads = 1;  // K/V heads: divides heads (see kv_head); Problem::make sets it
   int seq_q = 1;
   int seq_k = 1;
   int head_dim = 64;
@@ -50,11 +55,16 @@ struct Problem {
   float scale = 0.0f;
   Strides q, k, v, o;
 
-  // A problem with every tensor densely packed in `layout`.
+  // A problem with every tensor densely packed in `layout`. kv_heads 0 means kv_heads = heads
+  // (one K/V head per query head); K and V are packed with their own kv_heads.
   static Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim,
-                      bool causal = false, Layout layout = Layout::BHSD);
+                      bool causal = false, Layout layout = Layout::BHSD, int kv_heads = 0);
 
   float softmax_scale() const;
+
+  // The K/V head that query head `h` reads: consecutive groups of heads / kv_heads query
+  // heads share one. Index K and V with kv_head(h), never with h.
+  ATTN_HOST_DEVICE int kv_head(int h) const { return h / (heads / kv_heads); }
 
   // Element offset of row `i` (a query for Q/O, a key for K/V) of head (b, h).
   ATTN_HOST_DEVICE static int64_t offset(const Strides& s, int b, int h, int i) {
@@ -64,7 +74,7 @@ struct Problem {
   // Number of elements a buffer must hold for the tensor with strides `s` (one past the
   // largest offset). Equals batch*heads*seq*head_dim for dense layouts.
   int64_t q_elements() const;
-  int64_t kv_elements() const;  // K and V share the shape [batch, heads, seq_k, head_dim]
+  int64_t kv_elements() const;  // K and V share the shape [batch, kv_heads, seq_k, head_dim]
   int64_t o_elements() const;
 
   // The causal mask aligns the last query with the last key ("bottom-right", as in
@@ -73,17 +83,20 @@ struct Problem {
   int first_masked_key(int query) const;  // keys [0, this) are visible; seq_k if not causal
   int64_t visible_pairs() const;          // number of (query, key) pairs not masked, per head
 
-  std::string describe() const;  // "B=2 H=8 Sq=1024 Sk=1024 D=64 causal BHSD"
+  // "B=2 H=8 Sq=1024 Sk=1024 D=64 causal"; grouped K/V heads add "KVH=2" after H.
+  std::string describe() const;
 };
 
-// Checks sizes (all >= 1, head_dim <= kMaxHeadDim), strides (no overlapping rows) and the
-// 32-bit index limits the kernels rely on. Returns a one-line reason on failure.
+// Checks sizes (all >= 1, head_dim <= kMaxHeadDim, kv_heads divides heads), strides (no
+// overlapping rows) and the 32-bit index limits the kernels rely on. Returns a one-line reason on failure.
 Status validate(const Problem& p);
 
 // Work and traffic, used for TFLOP/s and GB/s.
 //  flops: 2 GEMM-like products (Q K^T and P V), 2 flops per multiply-add, counting only the
 //         visible (query, key) pairs. The softmax's exp/max/sum are not counted (as is usual).
-//  bytes_fused: the least a fused kernel must move: read Q, K, V once, write O once.
+//  flops count per query head (a shared K/V head does not reduce the work).
+//  bytes_fused: the least a fused kernel must move: read Q, K, V once, write O once (K and V
+//         with kv_heads heads: sharing them is what GQA saves).
 //  bytes_unfused: what the textbook 3-kernel version moves on top of that: write the scores S,
 //         read S and write P in the softmax, read P in the second product (4 x Sq x Sk floats).
 double attention_flops(const Problem& p);
@@ -92,5 +105,10 @@ double attention_bytes_unfused(const Problem& p);
 // Device memory for the Q, K, V and O buffers as laid out by the strides (what a fused kernel
 // needs in all; the CLI checks it against free memory before allocating).
 double attention_buffer_bytes(const Problem& p);
+
+// For modules whose kernels read K/V head h for query head h: ok when kv_heads == heads, else
+// "<module> reads one K/V head per query head (...); grouped K/V heads (--kv-heads) come in
+// module 06 (...)". `module` names the caller, e.g. "module 03". Call it from supports().
+Status require_one_kv_head_per_head(const Problem& p, const char* module);
 
 }  // namespace attn

@@ -13,6 +13,7 @@ void reference_row(const Problem& p, const float* q, const float* k, const float
                    int b, int h, int i, std::vector<double>& scores) {
   const int visible = p.first_masked_key(i);
   const int d = p.head_dim;
+  const int kvh = p.kv_head(h);  // grouped K/V heads (GQA/MQA): several query heads share one
   const float* qi = q + Problem::offset(p.q, b, h, i);
   double* oi = o + Problem::offset(p.o, b, h, i);
   if (visible == 0) {  // fully masked row: defined as 0 (a softmax over nothing)
@@ -22,7 +23,7 @@ void reference_row(const Problem& p, const float* q, const float* k, const float
   const double scale = p.softmax_scale();
   double row_max = -INFINITY;
   for (int j = 0; j < visible; ++j) {
-    const float* kj = k + Problem::offset(p.k, b, h, j);
+    const float* kj = k + Problem::offset(p.k, b, kvh, j);
     double dot = 0.0;
     for (int c = 0; c < d; ++c) dot += double(qi[c]) * kj[c];
     scores[j] = scale * dot;
@@ -35,7 +36,7 @@ void reference_row(const Problem& p, const float* q, const float* k, const float
   }
   std::fill(oi, oi + d, 0.0);
   for (int j = 0; j < visible; ++j) {
-    const float* vj = v + Problem::offset(p.v, b, h, j);
+    const float* vj = v + Problem::offset(p.v, b, kvh, j);
     const double weight = scores[j] / sum;
     for (int c = 0; c < d; ++c) oi[c] += weight * vj[c];
   }

@@ -5,7 +5,8 @@
 // Conventions every module follows (and the grader checks):
 //  * scale: p.softmax_scale(), 1/sqrt(head_dim) unless the problem sets one;
 //  * causal: bottom-right aligned, query i sees key j iff j <= i + seq_k - seq_q;
-//  * a query that sees no key (causal with seq_q > seq_k) has output exactly 0.
+//  * a query that sees no key (causal with seq_q > seq_k) has output exactly 0;
+//  * query head h reads K/V head p.kv_head(h) (grouped K/V heads, GQA/MQA).
 #pragma once
 
 #include <vector>

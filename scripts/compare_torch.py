@@ -55,7 +55,8 @@ def bench_shape(torch, backend, shape, dtype, warmup, iters):
     import torch.nn.functional as F
     batch, heads, seq, dim, causal = shape
     row = {"kernel": f"torch_sdpa_{backend}", "module": None, "impl": "torch",
-           "batch": batch, "heads": heads, "seq_q": seq, "seq_k": seq, "head_dim": dim,
+           "batch": batch, "heads": heads, "kv_heads": heads, "seq_q": seq, "seq_k": seq,
+           "head_dim": dim,
            "causal": causal, "status": "ok", "check": "-", "dtype": str(dtype).split(".")[-1]}
     pairs = visible_pairs(seq, seq, causal)
     elem = torch.tensor([], dtype=dtype).element_size()

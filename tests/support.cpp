@@ -66,9 +66,12 @@ bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, cons
     MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
     return true;
   }
-  const uint64_t seed = in.seed;
-  const CheckResult r = check_kernel(kernel, p, in, o.tolerance);
+  return report_against_reference(kernel, p, in, check_kernel(kernel, p, in, o.tolerance), o);
+}
 
+bool report_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
+                              const CheckResult& r, const CheckOptions& o) {
+  const uint64_t seed = in.seed;
   std::ostringstream report;
   report << kernel.label() << " on " << p.describe() << (o.range != 1.0f ? " (large logits)" : "")
          << ", seed " << seed << " (replay: ATTN_SEED=" << base_seed() << ")\n";
@@ -79,7 +82,8 @@ bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, cons
     const int64_t outside = writes_outside_rows(p, r.output);
     if (outside > 0) {
       report << "  hint: " << outside << " elements between O's rows were written: the kernel "
-             << "ignores the strides (p.o.seq / p.o.head / p.o.batch)\n";
+             << "ignores the strides (p.o.seq / p.o.head / p.o.batch) or stores columns >= "
+             << "head_dim\n";
       passed = false;
     }
   }

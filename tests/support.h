@@ -59,4 +59,11 @@ bool sanitizer_light();
 bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                                     const CheckOptions& o = {});
 
+// The report and pass rule of the two calls above for a result the caller produced itself
+// (e.g. a run on Q, K, V that point into one packed buffer): wrong, unwritten or NaN output,
+// a kernel error, writes past O (r.guard_writes) or between O's rows all fail the check.
+// `r.reference` and `r.comparison` must be filled when `r.status` is ok.
+bool report_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
+                              const CheckResult& r, const CheckOptions& o = {});
+
 }  // namespace attn::testing

@@ -57,7 +57,7 @@ std::vector<double> buggy_model(const Problem& p, const Inputs& in, Bug bug) {
             const int key = start + j;
             s[j] = -INFINITY;
             if (key < visible) {
-              const float* k = in.k.data() + Problem::offset(p.k, b, h, key);
+              const float* k = in.k.data() + Problem::offset(p.k, b, p.kv_head(h), key);
               double dot = 0.0;
               for (int c = 0; c < d; ++c) dot += double(q[c]) * k[c];
               s[j] = scale * dot;
@@ -74,7 +74,7 @@ std::vector<double> buggy_model(const Problem& p, const Inputs& in, Bug bug) {
             const double w = std::exp(s[j] - m_ref);
             if (w == 0.0) continue;
             l += w;
-            const float* v = in.v.data() + Problem::offset(p.v, b, h, start + j);
+            const float* v = in.v.data() + Problem::offset(p.v, b, p.kv_head(h), start + j);
             for (int c = 0; c < d; ++c) acc[size_t(c)] += w * v[c];
           }
           m = m_new;
@@ -145,6 +145,7 @@ Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
         float* q = in.q.data() + Problem::offset(p.q, b, h, i);
         for (int c = 0; c < p.head_dim; ++c) q[c] = 1.0f + 0.25f * q[c];
       }
+      if (h >= p.kv_heads) continue;  // K/V have kv_heads heads
       for (int j = 0; j < p.seq_k; ++j) {
         float* k = in.k.data() + Problem::offset(p.k, b, h, j);
         const float shift = float(step * j / (scale * p.head_dim));

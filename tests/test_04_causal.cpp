@@ -41,7 +41,7 @@ std::vector<double> masked_reference(const Problem& p, const Inputs& in, Visible
         const float* q = in.q.data() + Problem::offset(p.q, b, h, i);
         double row_max = -INFINITY, sum = 0.0;
         for (int j = 0; j < n; ++j) {
-          const float* k = in.k.data() + Problem::offset(p.k, b, h, j);
+          const float* k = in.k.data() + Problem::offset(p.k, b, p.kv_head(h), j);
           double dot = 0.0;
           for (int c = 0; c < p.head_dim; ++c) dot += double(q[c]) * k[c];
           s[size_t(j)] = scale * dot;
@@ -49,7 +49,7 @@ std::vector<double> masked_reference(const Problem& p, const Inputs& in, Visible
         }
         for (int j = 0; j < n; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - row_max));
         for (int j = 0; j < n; ++j) {
-          const float* v = in.v.data() + Problem::offset(p.v, b, h, j);
+          const float* v = in.v.data() + Problem::offset(p.v, b, p.kv_head(h), j);
           for (int c = 0; c < p.head_dim; ++c) o[c] += s[size_t(j)] / sum * v[c];
         }
       }

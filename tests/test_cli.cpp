@@ -12,6 +12,7 @@
 #include "common/device.h"
 #include "common/npy.h"
 #include "common/random.h"
+#include "common/registry.h"
 
 using namespace attn;
 
@@ -73,6 +74,112 @@ TEST_CASE("attn run: separate query and key lengths, BSHD, custom scale") {
   CHECK(r.code == 0);
   CHECK(r.out.find("Sq=7 Sk=19 D=12") != std::string::npos);
   CHECK(r.out.find("PASS") != std::string::npos);
+}
+
+TEST_CASE("attn run: Composable Kernel spellings (--seq_len, --head_dim, --verify=1, --time=1)") {
+  const Result r = attn_cli({"run", "--module", "0", "--batch", "2", "--heads", "3", "--seq_len",
+                             "20", "--head_dim", "16", "--verify=1", "--time=1", "--iters", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("B=2 H=3 Sq=20 Sk=20 D=16") != std::string::npos);
+  CHECK(r.out.find("PASS") != std::string::npos);
+  CHECK(r.out.find("TFLOP/s") != std::string::npos);
+
+  SUBCASE("=0 turns a flag off; true/false work too") {
+    const Result off = attn_cli({"run", "-m", "0", "--seq_len", "9", "--head_dim", "8",
+                                 "--verify=0", "--time=0"});
+    INFO(off.out << off.err);
+    CHECK(off.code == 0);
+    CHECK(off.out.find("PASS") == std::string::npos);
+    CHECK(off.out.find("TFLOP/s") == std::string::npos);
+    CHECK(off.out.find("ran (add --verify") != std::string::npos);
+    const Result words = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify=true",
+                                   "--time=false"});
+    CHECK(words.code == 0);
+    CHECK(words.out.find("PASS") != std::string::npos);
+    CHECK(words.out.find("TFLOP/s") == std::string::npos);
+  }
+  SUBCASE("the last of a repeated flag wins") {
+    const Result last = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify",
+                                  "--verify=0"});
+    CHECK(last.code == 0);
+    CHECK(last.out.find("PASS") == std::string::npos);
+  }
+  SUBCASE("--seq_len sets both lengths unless --seq-q / --seq-k are given") {
+    const Result sk = attn_cli({"run", "-m", "0", "--seq_len", "20", "--seq-k", "7", "--dim",
+                                "8", "--verify=1"});
+    CHECK(sk.code == 0);
+    CHECK(sk.out.find("Sq=20 Sk=7 D=8") != std::string::npos);
+    const Result sq = attn_cli({"run", "-m", "0", "--seq-q", "5", "--seq_len", "11", "--dim",
+                                "8", "--verify=1"});
+    CHECK(sq.out.find("Sq=5 Sk=11 D=8") != std::string::npos);
+  }
+  SUBCASE("--kv_heads is --kv-heads") {
+    // Module 00 reads one K/V head per query head: its refusal shows the flag was read.
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--heads", "4", "--kv_heads", "2"}), 1,
+                          "kv_heads=2");
+  }
+}
+
+TEST_CASE("attn run: bad flag values exit 2 with one line") {
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--verify=2"}), 2, "--verify");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--verify=yes"}), 2, "takes 0 or 1");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--time=-1"}), 2, "--time");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--time=fast"}), 2, "takes 0 or 1");
+  // CK-style values need the '=': a separate "1" is a stray argument, not the flag's value.
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--verify", "1"}), 2, "not expected");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--kv-heads", "0"}), 2, "--kv-heads");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--kv_heads", "two"}), 2, "--kv-heads");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--seq_len", "x"}), 2, "--seq");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--head_dim"}), 2, "--dim");
+  expect_one_line_error(attn_cli({"bench", "--kv-heads", "-1"}), 2, "--kv-heads");
+}
+
+TEST_CASE("attn run: grouped K/V heads that do not divide the heads, or a module without GQA") {
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--heads", "8", "--kv-heads", "3"}), 1,
+                        "kv_heads must divide heads (got heads=8, kv_heads=3)");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "8"}), 1,
+                        "kv_heads must divide heads");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "2"}), 1,
+                        "module 00 reads one K/V head per query head");
+  // --kv-heads equal to --heads is plain multi-head attention: every module runs it.
+  const Result same = attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "4", "--seq",
+                                "9", "--dim", "8", "--verify"});
+  CHECK(same.code == 0);
+  CHECK(same.out.find("B=1 H=4 Sq=9") != std::string::npos);
+}
+
+TEST_CASE("modules 00-04 refuse grouped K/V heads in one line; 05 and 06 accept them") {
+  // 00-04 read K/V head h for query head h; 05 (its GEMMs take a head group) and 06 map
+  // query head h to K/V head p.kv_head(h).
+  const Problem gqa = Problem::make(1, 8, 16, 16, 64, false, Layout::BHSD, 2);
+  const Problem mqa = Problem::make(1, 8, 16, 16, 64, true, Layout::BSHD, 1);
+  const Problem mha = Problem::make(1, 8, 16, 16, 64);
+  int accepting = 0;
+  for (const Kernel& k : registered_kernels()) {
+    INFO(k.label());
+    CHECK(k.supports(mha).is_ok());
+    if (k.module >= 5) {
+      accepting += k.module == 5 || k.module == 6;
+      CHECK(k.supports(gqa).is_ok());
+      CHECK(k.supports(mqa).is_ok());
+      continue;
+    }
+    char module[24];
+    std::snprintf(module, sizeof module, "module %02d", k.module);
+    for (const Problem& p : {gqa, mqa}) {
+      const Status s = k.supports(p);
+      CHECK_FALSE(s.is_ok());
+      CHECK(s.message().find('\n') == std::string::npos);
+      // Modules without the causal mask may refuse MQA's causal problem for that first.
+      if (!p.causal) {
+        CHECK(s.message().find(module) != std::string::npos);
+        CHECK(s.message().find("grouped K/V heads (--kv-heads) come in module 06") !=
+              std::string::npos);
+      }
+    }
+  }
+  CHECK(accepting == 4);  // 05 and 06, exercise and solution
 }
 
 TEST_CASE("attn: bad command lines exit 2 with one line") {
@@ -145,6 +252,20 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
     expect_one_line_error(attn_cli({"run", "-m", "0", "--q", temp_path("nope.npy"), "--k", k,
                                     "--v", v}),
                           1, "cannot open");
+  }
+  SUBCASE("grouped K/V heads: K/V [B, KVH, Sk, D] with KVH dividing Q's heads") {
+    write_random_npy(k, {2, 1, 13, 8}, 2);
+    write_random_npy(v, {2, 1, 13, 8}, 3);
+    // Module 00 refuses grouped heads; its message shows the shape was read as KVH = 1.
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v}), 1,
+                          "(got heads=3, kv_heads=1)");
+    expect_one_line_error(
+        attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--kv-heads", "3"}), 1,
+        "--kv-heads 3 disagrees with the .npy files (1)");
+    write_random_npy(k, {2, 2, 13, 8}, 2);  // 2 does not divide 3
+    write_random_npy(v, {2, 2, 13, 8}, 3);
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v}), 1,
+                          "K/V heads must equal or divide Q's heads");
   }
   SUBCASE("only some of --q/--k/--v") {
     expect_one_line_error(attn_cli({"run", "-m", "0", "--q", q}), 1, "go together");

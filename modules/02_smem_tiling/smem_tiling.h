@@ -18,6 +18,7 @@ constexpr int kMaxHeadDim02 = 128;
 
 // What this module's forward() handles. Shared by exercise and solution (given, not a TODO).
 inline Status supports(const Problem& p) {
+  if (Status s = require_one_kv_head_per_head(p, "module 02"); !s) return s;
   if (p.causal)
     return Status::error("module 02 is non-causal: the causal mask comes in module 04 "
                          "(drop --causal)");

@@ -22,6 +22,7 @@ constexpr int kMaxSupportedHeadDim = 128;
 
 // What this module's forward() handles. Shared by exercise and solution (given, not a TODO).
 inline Status supports(const Problem& p) {
+  if (Status s = require_one_kv_head_per_head(p, "module 03"); !s) return s;
   if (p.causal)
     return Status::error("module 03 is non-causal: the causal mask comes in module 04 "
                          "(drop --causal)");

@@ -22,6 +22,7 @@ constexpr int kMaxSupportedHeadDim = 128;
 // What this module's forward() handles: causal or not, head_dim up to 128. Shared by
 // exercise and solution (given, not a TODO).
 inline Status supports(const Problem& p) {
+  if (Status s = require_one_kv_head_per_head(p, "module 04"); !s) return s;
   if (p.head_dim > kMaxSupportedHeadDim)
     return Status::error("module 04 keeps a query row in registers and supports head_dim <= " +
                          std::to_string(kMaxSupportedHeadDim) + " (got " +

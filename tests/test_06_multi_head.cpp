@@ -1,0 +1,419 @@
+// Grader for module 06 (GPU): the fused multi-head kernel. Built twice: grade_06 (exercise),
+// check_06 (solution). Without a GPU it exits 77 (skipped).
+//
+// Module 06 is the first kernel that must take ANY layout the strides describe, so beside the
+// shapes that break tiled kernels (odd lengths, seq_q != seq_k, every head dim, causal rows
+// that see no key, large and rising logits) it runs on BSHD, on Q/K/V that are views into one
+// packed QKV buffer, on O with padding between rows (written padding fails), on rows and
+// pointers that are not 16-byte aligned (float4 paths must fall back), on grouped K/V heads
+// (GQA, MQA) and on grids past the 65535 limit of gridDim.y/z. When a check fails with finite
+// outputs, the grader recomputes the output as the classic bugs of this module would (dense
+// BHSD indexing, the wrong K/V head for a query head) and names the one that matches.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/buffers.h"
+#include "common/compare.h"
+#include "common/random.h"
+#include "common/reference.h"
+#include "modules/06_multi_head/multi_head.h"
+#include "tests/support.h"
+
+using namespace attn;
+
+namespace {
+
+const Kernel& kernel() { return testing::kernel_under_test(6, testing::impl_under_test()); }
+
+const char* kGrid = "modules/06_multi_head/README.md, section 1 (one launch for every head)";
+const char* kGrouped =
+    "modules/06_multi_head/README.md, section 1 (heads that share K/V: GQA and MQA)";
+const char* kStrides = "modules/06_multi_head/README.md, section 2 (strides and layouts)";
+const char* kAlign =
+    "modules/06_multi_head/README.md, section 2 (the float4 alignment rule)";
+const char* kTiling = "modules/06_multi_head/README.md, section 3 (register tiling)";
+const char* kPitfalls = "modules/06_multi_head/README.md, section 5 (pitfalls)";
+
+// ---- Models of the classic bugs of this module --------------------------------------------
+
+bool matches(const Problem& model_p, const CheckResult& r, const std::vector<double>& model) {
+  return compare_output(model_p, r.output, model, r.comparison.tolerance).passed();
+}
+
+// Attention where query head h reads K/V head kv_of(h): K/V repeated per query head by
+// copying, then the ordinary reference with Q and O as in `p`.
+template <class KvOf>
+std::vector<double> mapped_kv_reference(const Problem& p, const Inputs& in, KvOf kv_of) {
+  Problem mha = p;
+  mha.kv_heads = p.heads;
+  const Problem dense = Problem::make(p.batch, p.heads, p.seq_q, p.seq_k, p.head_dim);
+  mha.k = mha.v = dense.k;
+  std::vector<float> k(size_t(dense.kv_elements())), v(size_t(dense.kv_elements()));
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads; ++h)
+      for (int j = 0; j < p.seq_k; ++j)
+        for (int c = 0; c < p.head_dim; ++c) {
+          const size_t dst = size_t(Problem::offset(mha.k, b, h, j) + c);
+          k[dst] = in.k[size_t(Problem::offset(p.k, b, kv_of(h), j) + c)];
+          v[dst] = in.v[size_t(Problem::offset(p.v, b, kv_of(h), j) + c)];
+        }
+  return reference_attention(mha, in.q, k, v);
+}
+
+// Finite but wrong outputs: which classic bug reproduces them?
+std::vector<std::string> multi_head_hints(const Problem& p, const Inputs& in,
+                                          const CheckResult& r) {
+  std::vector<std::string> hints;
+  if (r.comparison.nan_count > 0 || r.guard_writes > 0) return hints;  // diagnose() said why
+  const double work = double(p.batch) * p.heads * p.seq_q * double(p.seq_k) * p.head_dim;
+  if (work > 3e8) return hints;  // the models cost as much as the reference
+
+  // Strides ignored: the kernel indexed every tensor as dense BHSD, reading and writing the
+  // same buffers at the wrong places.
+  Problem dense = Problem::make(p.batch, p.heads, p.seq_q, p.seq_k, p.head_dim, p.causal,
+                                Layout::BHSD, p.kv_heads);
+  dense.scale = p.scale;
+  const bool strided = dense.q.seq != p.q.seq || dense.q.head != p.q.head ||
+                       dense.k.seq != p.k.seq || dense.k.head != p.k.head ||
+                       dense.v.seq != p.v.seq || dense.v.head != p.v.head ||
+                       dense.o.seq != p.o.seq || dense.o.head != p.o.head;
+  if (strided && int64_t(in.q.size()) >= dense.q_elements() &&
+      int64_t(in.k.size()) >= dense.kv_elements() && int64_t(in.v.size()) >= dense.kv_elements() &&
+      int64_t(r.output.size()) >= dense.o_elements() &&
+      matches(dense, r, reference_attention(dense, in.q, in.k, in.v)))
+    hints.push_back("the output is what a kernel that assumes dense BHSD tensors computes: "
+                    "index every tensor with its strides, Problem::offset(p.q, b, h, i) (and "
+                    "p.k, p.v, p.o), never with ((b * heads + h) * seq + i) * head_dim");
+
+  // Grouped K/V heads: the wrong K/V head for a query head.
+  if (p.kv_heads != p.heads && p.kv_heads > 1) {
+    if (matches(p, r, mapped_kv_reference(p, in, [&](int h) { return h % p.kv_heads; })))
+      hints.push_back("the output matches query head h reading K/V head h % kv_heads: the "
+                      "heads of a group are consecutive, K/V head h / (heads / kv_heads) "
+                      "(p.kv_head(h))");
+    if (matches(p, r, mapped_kv_reference(p, in, [](int) { return 0; })))
+      hints.push_back("the output matches every query head reading K/V head 0: use "
+                      "p.kv_head(h) for the K and V offsets");
+  }
+  return hints;
+}
+
+testing::CheckOptions lesson(const char* section) {
+  testing::CheckOptions o;
+  o.lesson = section;
+  o.extra_hints = multi_head_hints;
+  return o;
+}
+
+Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal = false,
+             Layout layout = Layout::BHSD, int kv_heads = 0) {
+  return Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
+}
+
+// Scores that rise with the key index by about `step` per key (plus a little noise), so the
+// running max moves at every key tile: a missing rescale of l or acc is then far off (see
+// tests/test_03_online_softmax.cpp, where the same inputs come from).
+Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
+  Inputs in = random_inputs(p, seed);
+  const double scale = p.softmax_scale();
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.seq_q; ++i) {
+        float* q = in.q.data() + Problem::offset(p.q, b, h, i);
+        for (int c = 0; c < p.head_dim; ++c) q[c] = 1.0f + 0.25f * q[c];
+      }
+    for (int h = 0; h < p.kv_heads; ++h)
+      for (int j = 0; j < p.seq_k; ++j) {
+        float* k = in.k.data() + Problem::offset(p.k, b, h, j);
+        const float shift = float(step * j / (scale * p.head_dim));
+        for (int c = 0; c < p.head_dim; ++c) k[c] = 0.1f * k[c] + shift;
+      }
+  }
+  return in;
+}
+
+void check_rising(const Problem& p) {
+  const double step = std::min(0.05, 24.0 / p.seq_k);
+  const Inputs in = rising_inputs(p, testing::next_seed(), step);
+  testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls));
+}
+
+// ---- Q, K, V as views into ONE packed buffer -----------------------------------------------
+// A fused QKV projection writes one tensor [B, S, H + 2*KVH, D]: per token the H query heads,
+// then the KVH key heads, then the KVH value heads ([B, S, 3, H, D] when KVH = H). Q, K and V
+// are views into it: the same row stride (H + 2*KVH) * D, K starting H*D floats after Q and V
+// (H + KVH)*D after it. The buffer starts `shift` floats into one allocation (shift 1: every
+// pointer is 4 bytes off a 16-byte boundary although every stride is a multiple of 4). O gets
+// its own buffer, starting `o_shift` floats in, with `o_pad` unused floats after every row.
+struct Packed {
+  int batch, heads, kv_heads, seq, head_dim;
+  bool causal = false;
+  int shift = 0, o_shift = 0, o_pad = 0;
+};
+
+bool check_packed(const Packed& c, const char* section) {
+  const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
+  Problem p = make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, Layout::BSHD,
+                   c.kv_heads);
+  p.q = p.k = p.v = Strides{c.seq * width, d, width};
+  const int64_t o_row = d + c.o_pad;
+  p.o = Strides{c.seq * c.heads * o_row, o_row, c.heads * o_row};
+  REQUIRE(validate(p).is_ok());
+  if (testing::sanitizer_light() && attention_flops(p) > testing::kSanitizerMaxFlops) {
+    MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
+    return true;
+  }
+
+  // The host copy: one packed tensor, and Q/K/V as the slices the kernel will see.
+  Inputs in;
+  in.seed = testing::next_seed();
+  std::vector<float> packed(size_t(c.shift + c.batch * c.seq * width));
+  fill_uniform(packed, in.seed);
+  const int64_t k_at = c.shift + c.heads * d, v_at = k_at + c.kv_heads * d;
+  auto slice = [&](int64_t at, int64_t n) {
+    REQUIRE(at + n <= int64_t(packed.size()));
+    return std::vector<float>(packed.begin() + at, packed.begin() + at + n);
+  };
+  in.q = slice(c.shift, p.q_elements());
+  in.k = slice(k_at, p.kv_elements());
+  in.v = slice(v_at, p.kv_elements());
+
+  CheckResult r;
+  r.backend = kernel().backend;
+  r.status = kernel().supports(p);
+  if (r.status) {
+    try {
+      DeviceBuffer<float> qkv(packed);
+      DeviceBuffer<float> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
+      out.poison();
+      float* base = qkv.get();
+      r.status = kernel().forward(p, base + c.shift, base + k_at, base + v_at,
+                                  out.get() + c.o_shift, nullptr);
+      if (r.status) {
+        ATTN_CUDA_CHECK(cudaGetLastError());
+        ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> all = out.to_host();
+        const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
+        r.output.assign(begin, end);
+        // Writes before O's first element or past its last count as writes past the end.
+        const auto written = [](float x) { return !is_poison(x); };
+        r.guard_writes = std::count_if(all.begin(), begin, written) +
+                         std::count_if(end, all.end(), written);
+      }
+    } catch (const CudaError& e) {
+      r.status = Status::error(e.what());
+    }
+  }
+  if (r.status) {
+    r.reference = reference_attention(p, in.q, in.k, in.v);
+    r.comparison = compare_output(p, r.output, r.reference, kFp32Tolerance);
+  }
+  INFO("Q, K, V are views into one packed [B, S, H + 2*KVH, D] buffer, " << c.shift
+       << " floats into its allocation; O starts " << c.o_shift << " floats in, rows padded by "
+       << c.o_pad);
+  return testing::report_against_reference(kernel(), p, in, r, lesson(section));
+}
+
+}  // namespace
+
+// ---- Shapes --------------------------------------------------------------------------------
+
+TEST_CASE("one small head") {
+  testing::check_against_reference(kernel(), make(1, 1, 8, 8, 16), lesson(kGrid));
+}
+
+TEST_CASE("sequence lengths 1, 2, 17, 63, 64, 65, 127, 128, 129, 1000, causal and not") {
+  for (bool causal : {false, true})
+    for (int n : {1, 2, 17, 63, 64, 65, 127, 128, 129, 1000})
+      testing::check_against_reference(kernel(), make(1, 2, n, n, 64, causal), lesson(kGrid));
+}
+
+TEST_CASE("a long sequence: 4097, causal and not") {
+  for (bool causal : {false, true})
+    testing::check_against_reference(kernel(), make(1, 1, 4097, 4097, 64, causal),
+                                     lesson(kTiling));
+}
+
+TEST_CASE("seq_q != seq_k, both ways, causal and not") {
+  for (bool causal : {false, true})
+    for (auto [sq, sk] : {std::pair{1, 4097}, {4097, 1}, {17, 1000}, {1000, 17}, {64, 65},
+                          {65, 64}, {100, 129}, {129, 100}})
+      testing::check_against_reference(kernel(), make(1, 2, sq, sk, 64, causal),
+                                       lesson(causal ? kPitfalls : kTiling));
+}
+
+TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key and are 0") {
+  // A row that sees no key has l = 0: its output must be written, and be 0, not 0/0. With
+  // 140 queries over 100 keys the first query block holds both kinds of rows.
+  for (int d : {16, 64, 128})
+    for (auto [sq, sk] : {std::pair{1000, 17}, {65, 2}, {4097, 1}, {300, 100}, {140, 100}})
+      testing::check_against_reference(kernel(), make(2, 2, sq, sk, d, true), lesson(kPitfalls));
+}
+
+TEST_CASE("head dims 16, 32, 59, 64, 80, 96, 128 and the instance edges 1, 33, 65, 127") {
+  for (bool causal : {false, true})
+    for (int d : {1, 16, 32, 33, 59, 64, 65, 80, 96, 127, 128}) {
+      testing::check_against_reference(kernel(), make(1, 2, 130, 70, d, causal), lesson(kTiling));
+      testing::check_against_reference(kernel(), make(1, 2, 70, 130, d, causal), lesson(kTiling));
+    }
+}
+
+TEST_CASE("many key tiles at every head dim") {
+  for (int d : {32, 59, 64, 96, 128}) {
+    testing::check_against_reference(kernel(), make(1, 2, 300, 1000, d), lesson(kTiling));
+    testing::check_against_reference(kernel(), make(1, 2, 300, 1000, d, true), lesson(kTiling));
+  }
+}
+
+TEST_CASE("a last query block with one query, over many key tiles") {
+  // Threads past seq_q must still load their share of every tile and reach every barrier.
+  for (int sq : {33, 65, 129})
+    for (bool causal : {false, true})
+      testing::check_against_reference(kernel(), make(2, 2, sq, 300, 64, causal), lesson(kTiling));
+}
+
+TEST_CASE("several batches and heads in one launch") {
+  testing::check_against_reference(kernel(), make(3, 5, 100, 90, 64), lesson(kGrid));
+  testing::check_against_reference(kernel(), make(3, 5, 300, 280, 96, true), lesson(kGrid));
+}
+
+// ---- Numerics ------------------------------------------------------------------------------
+
+TEST_CASE("large logits: scores in the hundreds") {
+  testing::CheckOptions o = lesson(kPitfalls);
+  o.range = 30.0f;
+  for (bool causal : {false, true})
+    for (int d : {64, 128}) {
+      testing::check_against_reference(kernel(), make(1, 2, 128, 300, d, causal), o);
+      testing::check_against_reference(kernel(), make(1, 2, 300, 128, d, causal), o);
+    }
+}
+
+TEST_CASE("rising scores: the running max moves at every key tile") {
+  for (int n : {129, 1000, 4097}) check_rising(make(1, 2, n, n, 64));
+  for (int d : {32, 59, 128}) check_rising(make(1, 2, 200, 1000, d));
+  check_rising(make(1, 1, 17, 1000, 64));
+  check_rising(make(1, 2, 1000, 1000, 64, true));
+  check_rising(make(1, 8, 300, 700, 64, false, Layout::BSHD, 2));
+}
+
+TEST_CASE("a custom softmax scale") {
+  Problem p = make(1, 2, 50, 60, 32);
+  p.scale = 0.37f;
+  testing::check_against_reference(kernel(), p, lesson(kTiling));
+}
+
+// ---- Layouts and strides -------------------------------------------------------------------
+
+TEST_CASE("BSHD layout (heads interleaved per token), causal and not") {
+  for (bool causal : {false, true})
+    for (auto [sq, sk] : {std::pair{65, 33}, {33, 65}, {200, 200}})
+      for (int d : {59, 64, 128})
+        testing::check_against_reference(kernel(), make(2, 4, sq, sk, d, causal, Layout::BSHD),
+                                         lesson(kStrides));
+}
+
+TEST_CASE("padding between O's rows and heads must stay untouched") {
+  // O: 4 unused floats after every row and 8 after every head; Q: 1 after every row. The
+  // grader poisons the padding and fails the check if any of it is written.
+  for (bool causal : {false, true}) {
+    Problem p = make(2, 3, 37, 41, 20, causal);
+    p.o = {3 * (37 * 24 + 8), 37 * 24 + 8, 24};
+    p.q = {3 * 37 * 21, 37 * 21, 21};
+    testing::check_against_reference(kernel(), p, lesson(kStrides));
+    Problem q = make(2, 4, 130, 70, 64, causal, Layout::BSHD);
+    q.o = {130 * 4 * 72, 72, 4 * 72};  // BSHD with 8 floats after every row
+    testing::check_against_reference(kernel(), q, lesson(kStrides));
+  }
+}
+
+TEST_CASE("Q, K, V as views into one packed QKV buffer; O with padded rows") {
+  // [B, S, 3, H, D]: row stride 3*H*D, K and V H*D and 2*H*D floats after Q.
+  check_packed({2, 4, 4, 77, 64}, kStrides);
+  check_packed({2, 4, 4, 77, 64, true, 0, 0, 4}, kStrides);
+  check_packed({1, 3, 3, 130, 128, true}, kStrides);
+  check_packed({1, 3, 3, 65, 32, false, 0, 0, 12}, kStrides);
+  // Grouped heads packed as [B, S, H + 2*KVH, D], as in Llama-style fused projections.
+  check_packed({2, 8, 2, 70, 64, false}, kGrouped);
+  check_packed({1, 8, 1, 129, 64, true, 0, 0, 4}, kGrouped);
+}
+
+TEST_CASE("rows not 16-byte aligned: float4 paths must fall back") {
+  // head_dim 59: every row stride is odd.
+  for (bool causal : {false, true}) {
+    testing::check_against_reference(kernel(), make(1, 2, 100, 130, 59, causal), lesson(kAlign));
+    testing::check_against_reference(kernel(), make(2, 3, 70, 70, 59, causal, Layout::BSHD),
+                                     lesson(kAlign));
+  }
+  // head_dim 64 (a multiple of 4) but row strides of 65 and 66 floats: the rows of K and V
+  // start 4 and 8 bytes off a 16-byte boundary.
+  Problem p = make(1, 2, 70, 100, 64);
+  p.k = {2 * 100 * 65, 100 * 65, 65};
+  p.v = {2 * 100 * 66, 100 * 66, 66};
+  testing::check_against_reference(kernel(), p, lesson(kAlign));
+  // Q and O rows likewise (head stride odd too).
+  Problem o = make(2, 2, 90, 60, 64, true);
+  o.q = {2 * (90 * 68 + 1), 90 * 68 + 1, 68};
+  o.o = {2 * 90 * 66, 90 * 66, 66};
+  testing::check_against_reference(kernel(), o, lesson(kAlign));
+  // Every stride a multiple of 4 floats, but every pointer 4 bytes off a 16-byte boundary.
+  check_packed({1, 2, 2, 70, 64, false, 1, 1}, kAlign);
+  check_packed({2, 2, 2, 100, 128, true, 1, 3, 4}, kAlign);
+  check_packed({1, 4, 2, 65, 32, false, 2, 2}, kAlign);
+}
+
+// ---- Grouped K/V heads ---------------------------------------------------------------------
+
+TEST_CASE("grouped K/V heads: GQA with 8 query heads over 2 and 4 K/V heads, and MQA") {
+  for (int kv : {4, 2, 1})
+    for (bool causal : {false, true})
+      for (Layout layout : {Layout::BHSD, Layout::BSHD}) {
+        testing::check_against_reference(kernel(), make(2, 8, 100, 130, 64, causal, layout, kv),
+                                         lesson(kGrouped));
+        testing::check_against_reference(kernel(), make(1, 8, 130, 65, 59, causal, layout, kv),
+                                         lesson(kGrouped));
+      }
+  testing::check_against_reference(kernel(), make(1, 8, 1000, 1000, 128, true, Layout::BHSD, 2),
+                                   lesson(kGrouped));
+  testing::check_against_reference(kernel(), make(1, 32, 1, 4097, 64, false, Layout::BSHD, 1),
+                                   lesson(kGrouped));  // MQA decoding: one query, long K/V
+}
+
+// ---- Grid limits ---------------------------------------------------------------------------
+
+TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
+  for (bool causal : {false, true}) {
+    testing::check_against_reference(kernel(), make(7, 10000, 3, 5, 16, causal), lesson(kGrid));
+    testing::check_against_reference(kernel(), make(7, 10000, 5, 3, 16, causal), lesson(kGrid));
+  }
+  testing::check_against_reference(kernel(), make(70000, 1, 2, 3, 16), lesson(kGrid));
+  testing::check_against_reference(kernel(), make(7, 10000, 3, 5, 16, false, Layout::BSHD, 2500),
+                                   lesson(kGrid));
+}
+
+TEST_CASE("grid limits: more than 65535 query blocks in one head") {
+  // 128 * 65535 + 1 queries: more than 65535 blocks for any block of up to 128 queries, so a
+  // grid that puts query blocks on y or z is refused; on x (up to 2^31 - 1) it fits.
+  if (testing::sanitizer_light()) {
+    MESSAGE("not run under ATTN_SANITIZER_LIGHT: 8.4M queries are too many for a sanitizer");
+    return;
+  }
+  testing::check_against_reference(kernel(), make(1, 1, 128 * 65535 + 1, 3, 16), lesson(kGrid));
+}
+
+// ---- What the module accepts ---------------------------------------------------------------
+
+TEST_CASE("supports causal, GQA/MQA and head_dim up to 128; refuses wider heads in one line") {
+  CHECK(kernel().supports(make(1, 1, 4, 4, 128)).is_ok());
+  CHECK(kernel().supports(make(1, 1, 4, 4, 128, true)).is_ok());
+  CHECK(kernel().supports(make(1, 8, 4, 4, 64, true, Layout::BSHD, 2)).is_ok());
+  CHECK(kernel().supports(make(1, 8, 4, 4, 64, false, Layout::BHSD, 1)).is_ok());
+  for (int d : {129, 256}) {
+    const Status wide = kernel().supports(make(1, 1, 4, 4, d));
+    CHECK_FALSE(wide.is_ok());
+    CHECK(wide.message().find("head_dim") != std::string::npos);
+    CHECK(wide.message().find('\n') == std::string::npos);
+  }
+}
