@@ -421,8 +421,10 @@ Status launch(const Problem& p, const float* q, const float* k, const float* v, 
 }
 
 // The tile shapes, measured on the H100 (README, section 4, docs/results/worklog06_h100.txt):
-// rows x keys per thread, K/V stages. D = 64, 128: 128 queries x 64 keys per block, one block
-// (8 warps) per SM with up to 255 registers; D = 32 (not tuned): 64 x 64, double-buffered.
+// rows x keys per thread, K/V stages. D = 64 and 128: 128 queries x 64 keys per block, one
+// K and one V buffer. D = 128 needs 172 KiB of shared memory: one block (8 warps) per SM,
+// up to 255 registers. D = 64 needs 108 KiB: two blocks per SM, capped at 128 registers
+// (ptxas spills ~200 bytes, yet it measured fastest). D = 32 (not tuned): 64 x 64, two stages.
 using Tiling32 = Tiling<32, 4, 4, 2>;
 using Tiling64 = Tiling<64, 8, 4, 1>;
 using Tiling128 = Tiling<128, 8, 4, 1>;
