@@ -94,4 +94,23 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
   return passed;
 }
 
+Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
+  Inputs in = random_inputs(p, seed);
+  const double scale = p.softmax_scale();
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.seq_q; ++i) {
+        float* q = in.q.data() + Problem::offset(p.q, b, h, i);
+        for (int c = 0; c < p.head_dim; ++c) q[c] = 1.0f + 0.25f * q[c];
+      }
+    for (int h = 0; h < p.kv_heads; ++h)
+      for (int j = 0; j < p.seq_k; ++j) {
+        float* k = in.k.data() + Problem::offset(p.k, b, h, j);
+        const float shift = float(step * j / (scale * p.head_dim));
+        for (int c = 0; c < p.head_dim; ++c) k[c] = 0.1f * k[c] + shift;
+      }
+  }
+  return in;
+}
+
 }  // namespace attn::testing

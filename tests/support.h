@@ -66,4 +66,10 @@ bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, cons
 bool report_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                               const CheckResult& r, const CheckOptions& o = {});
 
+// Inputs whose scores rise with the key index by about `step` per key (plus a little noise),
+// so an online softmax's running max moves at every tile: the classic rescale bugs are
+// invisible when the first tile holds the row max. q entries in [0.75, 1.25), key j shifted
+// by step * j / (scale * head_dim) in every entry (all K heads, kv_heads of them).
+Inputs rising_inputs(const Problem& p, uint64_t seed, double step);
+
 }  // namespace attn::testing

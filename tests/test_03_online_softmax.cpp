@@ -133,27 +133,7 @@ testing::CheckOptions lesson(const char* section) {
   return o;
 }
 
-// Scores that rise with the key index by about `step` per key (plus a little noise), so the
-// running max moves at every tile: q entries in [0.75, 1.25), key j shifted by
-// step * j / (scale * head_dim) in every entry.
-Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
-  Inputs in = random_inputs(p, seed);
-  const double scale = p.softmax_scale();
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads; ++h) {
-      for (int i = 0; i < p.seq_q; ++i) {
-        float* q = in.q.data() + Problem::offset(p.q, b, h, i);
-        for (int c = 0; c < p.head_dim; ++c) q[c] = 1.0f + 0.25f * q[c];
-      }
-      if (h >= p.kv_heads) continue;  // K/V have kv_heads heads
-      for (int j = 0; j < p.seq_k; ++j) {
-        float* k = in.k.data() + Problem::offset(p.k, b, h, j);
-        const float shift = float(step * j / (scale * p.head_dim));
-        for (int c = 0; c < p.head_dim; ++c) k[c] = 0.1f * k[c] + shift;
-      }
-    }
-  return in;
-}
+using testing::rising_inputs;  // tests/support.h
 
 // Rising scores: 0.05 per key, or 24 over the whole row for seq_k > 480 (0.1 to 0.8 per tile
 // of 16 keys). Steep enough that a stale scale is far off after a few tiles, gentle enough

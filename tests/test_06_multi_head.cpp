@@ -112,27 +112,7 @@ Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool caus
   return Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
 }
 
-// Scores that rise with the key index by about `step` per key (plus a little noise), so the
-// running max moves at every key tile: a missing rescale of l or acc is then far off (see
-// tests/test_03_online_softmax.cpp, where the same inputs come from).
-Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
-  Inputs in = random_inputs(p, seed);
-  const double scale = p.softmax_scale();
-  for (int b = 0; b < p.batch; ++b) {
-    for (int h = 0; h < p.heads; ++h)
-      for (int i = 0; i < p.seq_q; ++i) {
-        float* q = in.q.data() + Problem::offset(p.q, b, h, i);
-        for (int c = 0; c < p.head_dim; ++c) q[c] = 1.0f + 0.25f * q[c];
-      }
-    for (int h = 0; h < p.kv_heads; ++h)
-      for (int j = 0; j < p.seq_k; ++j) {
-        float* k = in.k.data() + Problem::offset(p.k, b, h, j);
-        const float shift = float(step * j / (scale * p.head_dim));
-        for (int c = 0; c < p.head_dim; ++c) k[c] = 0.1f * k[c] + shift;
-      }
-  }
-  return in;
-}
+using testing::rising_inputs;  // tests/support.h
 
 void check_rising(const Problem& p) {
   const double step = std::min(0.05, 24.0 / p.seq_k);
