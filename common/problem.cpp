@@ -1,5 +1,7 @@
 #include "common/problem.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -110,6 +112,11 @@ Status validate(const Problem& p) {
   if (rows > std::numeric_limits<int32_t>::max())
     return Status::error("batch*heads*seq exceeds 2^31-1 rows; split the problem");
   return Status::ok();
+}
+
+bool rows_aligned16(const float* base, const Strides& s) {
+  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && s.seq % 4 == 0 && s.head % 4 == 0 &&
+         s.batch % 4 == 0;
 }
 
 double attention_flops(const Problem& p) {

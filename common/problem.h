@@ -91,6 +91,11 @@ struct Problem {
 // overlapping rows) and the 32-bit index limits the kernels rely on. Returns a one-line reason on failure.
 Status validate(const Problem& p);
 
+// True when every row of the tensor at `base` with strides `s` starts on a 16-byte boundary:
+// the base is 16-byte aligned and every stride is a multiple of 4 floats. Kernels may then
+// move rows as float4 (16-byte) loads and stores, given head_dim % 4 == 0 as well.
+bool rows_aligned16(const float* base, const Strides& s);
+
 // Work and traffic, used for TFLOP/s and GB/s.
 //  flops: 2 GEMM-like products (Q K^T and P V), 2 flops per multiply-add, counting only the
 //         visible (query, key) pairs. The softmax's exp/max/sum are not counted (as is usual).

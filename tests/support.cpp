@@ -94,6 +94,10 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
   return passed;
 }
 
+bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model) {
+  return compare_output(p, r.output, model, r.comparison.tolerance).passed();
+}
+
 Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
   Inputs in = random_inputs(p, seed);
   const double scale = p.softmax_scale();

@@ -66,6 +66,10 @@ bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, cons
 bool report_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                               const CheckResult& r, const CheckOptions& o = {});
 
+// True when the kernel's output in `r` passes the comparison (same tolerance) against `model`:
+// an output computed as a classic bug would compute it. Graders use it to name the bug.
+bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model);
+
 // Inputs whose scores rise with the key index by about `step` per key (plus a little noise),
 // so an online softmax's running max moves at every tile: the classic rescale bugs are
 // invisible when the first tile holds the row max. q entries in [0.75, 1.25), key j shifted

@@ -86,9 +86,7 @@ std::vector<double> buggy_model(const Problem& p, const Inputs& in, Bug bug) {
   return out;
 }
 
-bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model) {
-  return compare_output(p, r.output, model, r.comparison.tolerance).passed();
-}
+using testing::matches;  // tests/support.h
 
 // Finite but wrong outputs: which classic bug reproduces them?
 std::vector<std::string> online_softmax_hints(const Problem& p, const Inputs& in,

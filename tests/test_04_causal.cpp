@@ -56,9 +56,7 @@ std::vector<double> masked_reference(const Problem& p, const Inputs& in, Visible
   return out;
 }
 
-bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model) {
-  return compare_output(p, r.output, model, r.comparison.tolerance).passed();
-}
+using testing::matches;  // tests/support.h
 
 // Finite but wrong outputs of a causal problem: which mask was applied instead?
 std::vector<std::string> mask_hints(const Problem& p, const Inputs& in, const CheckResult& r) {

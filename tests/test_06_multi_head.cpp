@@ -38,9 +38,7 @@ const char* kPitfalls = "modules/06_multi_head/README.md, section 5 (pitfalls)";
 
 // ---- Models of the classic bugs of this module --------------------------------------------
 
-bool matches(const Problem& model_p, const CheckResult& r, const std::vector<double>& model) {
-  return compare_output(model_p, r.output, model, r.comparison.tolerance).passed();
-}
+using testing::matches;  // tests/support.h
 
 // Attention where query head h reads K/V head kv_of(h): K/V repeated per query head by
 // copying, then the ordinary reference with Q and O as in `p`.

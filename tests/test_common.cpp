@@ -44,6 +44,22 @@ TEST_CASE("problem: dense strides for BHSD and BSHD") {
   CHECK(Problem::offset(bshd.q, 1, 2, 3) == ((1 * 5 + 3) * 3 + 2) * 4);
 }
 
+TEST_CASE("problem: rows_aligned16 needs an aligned base and strides of whole float4s") {
+  alignas(16) static float buffer[8];
+  const Problem p = Problem::make(2, 3, 5, 5, 64);
+  CHECK(rows_aligned16(buffer, p.q));
+  CHECK_FALSE(rows_aligned16(buffer + 1, p.q));  // base 4 bytes off
+  Strides odd = p.q;
+  odd.seq = 65;  // rows 4-byte aligned only
+  CHECK_FALSE(rows_aligned16(buffer, odd));
+  odd = p.q;
+  odd.head = 6 * 64 + 2;
+  CHECK_FALSE(rows_aligned16(buffer, odd));
+  odd = p.q;
+  odd.batch = 7;
+  CHECK_FALSE(rows_aligned16(buffer, odd));
+}
+
 TEST_CASE("problem: the default scale is 1/sqrt(head_dim)") {
   Problem p = Problem::make(1, 1, 1, 1, 64);
   CHECK(p.softmax_scale() == doctest::Approx(0.125));

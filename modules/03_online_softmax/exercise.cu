@@ -227,11 +227,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSM)
   (void)o;
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-bool multiple_of_4(const Strides& s) {
-  return s.seq % 4 == 0 && s.head % 4 == 0 && s.batch % 4 == 0;
-}
-
 template <int D>
 Status launch(const Problem& p, const float* q, const float* k, const float* v, float* o,
               cudaStream_t stream) {
@@ -240,8 +235,7 @@ Status launch(const Problem& p, const float* q, const float* k, const float* v, 
   const int64_t blocks = query_blocks * p.batch * p.heads;  // <= rows <= 2^31 - 1 (validate)
   const float q_scale = p.softmax_scale() * kLog2e;
   // 16-byte loads need every K and V row to start on a 16-byte boundary.
-  const bool vec4 = p.head_dim % 4 == 0 && aligned16(k) && aligned16(v) && multiple_of_4(p.k) &&
-                    multiple_of_4(p.v);
+  const bool vec4 = p.head_dim % 4 == 0 && rows_aligned16(k, p.k) && rows_aligned16(v, p.v);
   if (vec4)
     flash_forward_kernel<D, true><<<unsigned(blocks), kThreadsPerBlock, 0, stream>>>(
         p, q_scale, int(query_blocks), q, k, v, o);

@@ -363,11 +363,6 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
   }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-bool multiple_of_4(const Strides& s) {
-  return s.seq % 4 == 0 && s.head % 4 == 0 && s.batch % 4 == 0;
-}
-
 template <int D, class T, bool smem_vec = true>
 Status launch(const Problem& p, const float* q, const float* k, const float* v, float* o,
               cudaStream_t stream, bool allow_vec16 = true) {
@@ -375,9 +370,8 @@ Status launch(const Problem& p, const float* q, const float* k, const float* v, 
   const int64_t blocks = query_blocks * p.batch * p.heads;  // <= rows <= 2^31 - 1 (validate)
   const float q_scale = p.softmax_scale() * kLog2e;
   // 16-byte copies need every row of Q, K, V and O to start on a 16-byte boundary.
-  const bool vec16 = allow_vec16 && p.head_dim % 4 == 0 && aligned16(q) && aligned16(k) &&
-                     aligned16(v) && aligned16(o) && multiple_of_4(p.q) && multiple_of_4(p.k) &&
-                     multiple_of_4(p.v) && multiple_of_4(p.o);
+  const bool vec16 = allow_vec16 && p.head_dim % 4 == 0 && rows_aligned16(q, p.q) &&
+                     rows_aligned16(k, p.k) && rows_aligned16(v, p.v) && rows_aligned16(o, p.o);
   auto kernel = vec16 ? flash_forward_kernel<D, T, true, smem_vec>
                       : flash_forward_kernel<D, T, false, smem_vec>;
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
