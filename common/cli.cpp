@@ -16,6 +16,7 @@
 #include "common/buffers.h"
 #include "common/device.h"
 #include "common/diagnose.h"
+#include "common/half.h"
 #include "common/npy.h"
 #include "common/random.h"
 #include "common/registry.h"
@@ -58,6 +59,7 @@ struct RunOptions {
   int module = -1;
   std::string impl = "solution";
   ShapeOptions shape;
+  std::string dtype;  // --dtype as typed; empty: the module's native type
   bool verify = false, time = false;
   int warmup = 5, iters = 20;
   std::optional<uint64_t> seed;
@@ -70,6 +72,7 @@ struct BenchOptions {
   std::string preset = "ladder";
   std::string out_path = "bench.json";
   std::optional<int> kv_heads;  // grouped K/V heads for every preset shape (default: = heads)
+  std::string dtype;            // --dtype for every module; empty: each module's native type
   int warmup = 3, iters = 20;
   double max_seconds = 2.0;  // per shape: fewer iterations for very slow kernels
 };
@@ -85,6 +88,33 @@ CLI::Validator zero_or_one(const std::string& flag) {
         return "takes 0 or 1 (as in " + flag + "=1), got '" + value + "'";
       },
       "");
+}
+
+// --dtype: any spelling parse_dtype() knows (f32/fp32/float32, f16/fp16/half/float16,
+// bf16/bfloat16); anything else is a parse error (exit 2).
+CLI::Validator dtype_name_check() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        DType t;
+        if (parse_dtype(value, &t)) return {};
+        return "takes f32, f16 or bf16, got '" + value + "'";
+      },
+      "f32|f16|bf16");
+}
+
+void add_dtype_option(CLI::App* cmd, std::string& dtype, const char* which_default) {
+  cmd->add_option("--dtype", dtype,
+                  std::string("element type of Q, K, V, O: f32, f16 or bf16 (default: ") +
+                      which_default + ")")
+      ->check(dtype_name_check());
+}
+
+// The element type to run `kernel` in: --dtype when given, else the module's own
+// (f32 for modules 00-06, bf16 for the 16-bit modules).
+DType dtype_for(const Kernel& kernel, const std::string& flag) {
+  DType t = kernel.native_dtype();
+  if (!flag.empty()) parse_dtype(flag, &t);  // validated while parsing
+  return t;
 }
 
 // A count >= 1 with a readable message (CLI::PositiveNumber prints the range up to DBL_MAX).
@@ -221,6 +251,7 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
 
 Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int warmup,
                    int iters) {
+  if (Status s = supports_dtype(kernel, p.dtype); !s) throw UserError(s.message());
   if (kernel.backend == Backend::cpu) {
     std::vector<float> o(size_t(p.o_elements()));
     std::vector<double> samples;
@@ -233,11 +264,11 @@ Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int
     }
     return summarize_times(samples);
   }
-  DeviceBuffer<float> q(in.q), k(in.k), v(in.v), o(size_t(p.o_elements()));
+  DeviceTensors tensors(p, in);  // in p.dtype's element type, as the kernel reads them
   Status status = Status::ok();
   Timing t = time_on_stream(
       [&](cudaStream_t stream) {
-        Status s = kernel.forward(p, q.get(), k.get(), v.get(), o.get(), stream);
+        Status s = tensors.forward(kernel, stream);
         if (!s && status) status = s;
       },
       warmup, iters);
@@ -257,6 +288,9 @@ Rates rates(const Problem& p, double ms) {
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
   const Kernel& kernel = lookup_kernel(o.module, parse_impl(o.impl));
+  // The type before the GPU: running module 03 in bf16 is wrong on any machine.
+  const DType dtype = dtype_for(kernel, o.dtype);
+  if (Status s = supports_dtype(kernel, dtype); !s) throw UserError(s.message());
   require_gpu(kernel);
 
   const bool from_files = !o.q_path.empty() || !o.k_path.empty() || !o.v_path.empty();
@@ -266,6 +300,15 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   std::vector<int64_t> out_shape;
   Problem p = from_files ? problem_from_npy(o, in, out_shape)
                          : shape_from_options(o.shape, kernel.backend == Backend::cpu);
+  p.dtype = dtype;
+  if (from_files) {
+    // .npy inputs are float32; a 16-bit kernel gets them rounded to nearest, and the host
+    // copies are rounded the same way so that --verify compares against the reference on
+    // exactly the values the kernel read (and --out writes those values' result).
+    round_to_dtype(in.q, dtype);
+    round_to_dtype(in.k, dtype);
+    round_to_dtype(in.v, dtype);
+  }
   if (Status s = validate(p); !s) throw UserError(s.message());
   if (Status s = kernel.supports(p); !s) throw UserError(s.message());
   require_memory(p, kernel);
@@ -277,7 +320,11 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   }
 
   out << kernel.label() << "  " << p.describe() << " " << o.shape.layout
-      << (from_files ? "  inputs from .npy" : "  seed " + std::to_string(in.seed)) << "\n";
+      << (from_files ? std::string("  inputs from .npy") +
+                           (dtype != DType::f32 ? std::string(", rounded to ") + dtype_name(dtype)
+                                                : "")
+                     : "  seed " + std::to_string(in.seed))
+      << "\n";
   int exit_code = 0;
   std::vector<float> result;
   if (o.verify) {
@@ -292,8 +339,13 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
     out << "  ran (add --verify to compare with the CPU reference)\n";
   }
   if (!o.out_path.empty()) {
+    // Always a float32 file (what NumPy and PyTorch read everywhere); for a 16-bit run it
+    // holds the kernel's 16-bit outputs exactly, and the line below says so.
     write_npy(o.out_path, out_shape, result);
-    out << "  wrote " << o.out_path << " " << shape_str(out_shape) << "\n";
+    out << "  wrote " << o.out_path << " " << shape_str(out_shape)
+        << (dtype != DType::f32 ? std::string(" (float32 holding ") + dtype_name(dtype) + " values)"
+                                : "")
+        << "\n";
   }
   if (o.time) {
     const Timing t = time_kernel(kernel, p, in, o.warmup, o.iters);
@@ -303,8 +355,9 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
         << fmt("%.1f", r.gbs) << " GB/s";
     if (kernel.backend == Backend::gpu) {
       const DeviceInfo d = query_device();
-      out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32, "
-          << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
+      out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32"
+          << (dtype != DType::f32 ? " on the CUDA cores; 16-bit tensor cores go higher" : "")
+          << ", " << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
     }
     out << "\n  bytes: fused minimum " << human_bytes(attention_bytes_fused(p))
         << ", unfused (scores in memory) " << human_bytes(attention_bytes_unfused(p)) << " ("
@@ -390,13 +443,27 @@ std::string json_escape(const std::string& s) {
 }
 
 int cmd_bench(const BenchOptions& o, std::ostream& out) {
-  if (cuda_device_count() == 0) throw UserError(no_device_reason() + ": the benchmark needs a GPU");
-  const DeviceInfo dev = query_device();
-  const double copy_gbs = measure_copy_gbs();
   std::vector<int> modules = o.modules;
   if (modules.empty())
     for (const Kernel& k : registered_kernels())
       if (k.impl == Impl::solution && k.backend == Backend::gpu) modules.push_back(k.module);
+
+  // Each module runs in its own type (f32 for 00-06, bf16 for the 16-bit ones) unless --dtype
+  // names one; then the modules that do not take it are left out with a note. Decided before
+  // looking for a GPU: a wrong command line gets the same answer on any machine.
+  std::vector<std::pair<const Kernel*, DType>> runs;
+  for (int module : modules) {
+    const Kernel& kernel = lookup_kernel(module, parse_impl(o.impl));
+    if (kernel.backend != Backend::gpu) continue;
+    const DType dtype = dtype_for(kernel, o.dtype);
+    if (Status s = supports_dtype(kernel, dtype); !s) {
+      out << "note: skipped: " << s.message() << "\n";
+      continue;
+    }
+    runs.emplace_back(&kernel, dtype);
+  }
+  if (runs.empty() && !o.dtype.empty())
+    throw UserError("none of the modules to benchmark takes --dtype " + o.dtype);
 
   std::vector<Problem> shapes = bench_shapes(o.preset);
   if (o.kv_heads)
@@ -408,15 +475,20 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
                         "' (" + p.describe() + "): " + s.message());
     }
 
+  if (cuda_device_count() == 0) throw UserError(no_device_reason() + ": the benchmark needs a GPU");
+  const DeviceInfo dev = query_device();
+  const double copy_gbs = measure_copy_gbs();
+
   std::ostringstream rows;
   rows.precision(9);
   bool first = true;
   out << "device: " << dev.summary() << ", measured copy " << fmt("%.0f", copy_gbs) << " GB/s\n";
   out << "kernel               shape                               ms      TFLOP/s   GB/s   check\n";
-  for (int module : modules) {
-    const Kernel& kernel = lookup_kernel(module, parse_impl(o.impl));
-    if (kernel.backend != Backend::gpu) continue;
-    for (const Problem& p : shapes) {
+  for (const auto& [kernel_ptr, dtype] : runs) {
+    const Kernel& kernel = *kernel_ptr;
+    const int module = kernel.module;
+    for (Problem p : shapes) {
+      p.dtype = dtype;  // the presets' shapes are the same for every type
       std::string status = "ok", check = "-";
       Timing t;
       if (Status s = kernel.supports(p); !s) {
@@ -448,6 +520,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
            << ", \"kv_heads\": " << p.kv_heads
            << ", \"seq_q\": " << p.seq_q << ", \"seq_k\": " << p.seq_k
            << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
+           << ", \"dtype\": \"" << dtype_name(p.dtype) << "\""
            << ", \"status\": \"" << json_escape(status) << "\", \"check\": \"" << check
            << "\", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms
            << ", \"iterations\": " << t.iterations << ", \"flops\": " << attention_flops(p)
@@ -499,8 +572,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ->check(zero_or_one("--time"));
   run_cmd->add_option("--warmup", run.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--iters", run.iters, "timed runs")->check(CLI::PositiveNumber);
+  add_dtype_option(run_cmd, run.dtype, "the module's own: f32 for 00-06, bf16 from 07 on");
   run_cmd->add_option("--seed", run.seed, "seed of the random inputs (printed when not given)");
-  run_cmd->add_option("--q", run.q_path, "Q from a float32 .npy file [B,H,Sq,D]");
+  run_cmd->add_option("--q", run.q_path,
+                      "Q from a float32 .npy file [B,H,Sq,D] (rounded to --dtype if 16-bit)");
   run_cmd->add_option("--k", run.k_path, "K from a float32 .npy file [B,KVH,Sk,D]");
   run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file [B,KVH,Sk,D]");
   run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
@@ -518,6 +593,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench_cmd->add_option("--kv-heads,--kv_heads", bench.kv_heads,
                         "K/V heads for every shape (GQA/MQA; must divide the preset's heads)")
       ->check(kAtLeastOne);
+  add_dtype_option(bench_cmd, bench.dtype,
+                   "each module's own; with --dtype, modules that do not take it are skipped");
   bench_cmd->add_option("--out", bench.out_path, "JSON file to write");
   bench_cmd->add_option("--warmup", bench.warmup)->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(CLI::PositiveNumber);

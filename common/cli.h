@@ -4,9 +4,10 @@
 //   attn run --module 1 --impl solution --batch 2 --heads 8 --seq-q 1024 --seq-k 1024 --dim 64
 //            [--kv-heads 2] [--causal] [--layout bshd] [--verify] [--time] [--warmup 5]
 //            [--iters 20] [--seed 7] [--q q.npy --k k.npy --v v.npy] [--out o.npy]
+//            [--dtype f32|f16|bf16]   (default: the module's own: f32 for 00-06, bf16 from 07)
 //   Composable Kernel spellings work too: --seq_len 1024 (= --seq), --head_dim 64 (= --dim),
 //   --kv_heads 2, --verify=1, --time=0.
-//   attn list | attn info | attn bench --modules 1 [--kv-heads 8] --out results.json
+//   attn list | attn info | attn bench --modules 1 [--kv-heads 8] [--dtype bf16] --out results.json
 //
 // Exit codes: 0 success, 1 a check failed or the run could not be done (one line says why),
 // 2 bad command line.

@@ -1,5 +1,6 @@
 #include "common/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,24 @@ float poison_value() {
   float x;
   std::memcpy(&x, &kPoisonBits, sizeof x);
   return x;
+}
+
+double default_tolerance(DType t) {
+  switch (t) {
+    case DType::f16: return kFp16Tolerance;
+    case DType::bf16: return kBf16Tolerance;
+    case DType::f32: break;
+  }
+  return kFp32Tolerance;
+}
+
+double bad_element_factor(double tolerance) {
+  // 100x the tolerance: loose enough that rounding never trips it, tight enough to point at
+  // the rows a bug touched. For fp32 (1e-4) that is 1e-2. Capped at 0.1 so a 16-bit check
+  // still locates a bug: bf16's 1e-2 would give 1.0, "off by the element's own size plus the
+  // RMS", which a wrong mask (an average over the wrong keys) does not always reach. 10% is
+  // still far above the rounding of a correct kernel (bf16 keeps 8 significant bits: 0.4%).
+  return std::min(100.0 * tolerance, 0.1);
 }
 
 std::string Index4::str() const {
@@ -38,7 +57,7 @@ std::string Comparison::summary() const {
 Comparison compare_output(const Problem& p, const std::vector<float>& got,
                           const std::vector<double>& want, double tolerance) {
   Comparison c;
-  c.tolerance = tolerance;
+  c.tolerance = tolerance < 0.0 ? default_tolerance(p.dtype) : tolerance;
   // Pass 1: the reference's RMS, the scale for "far off" below.
   double ref_sq = 0.0;
   for (int b = 0; b < p.batch; ++b)
@@ -50,10 +69,9 @@ Comparison compare_output(const Problem& p, const std::vector<float>& got,
   c.elements = int64_t(p.batch) * p.heads * p.seq_q * p.head_dim;
   c.rows = int64_t(p.batch) * p.heads * p.seq_q;
   const double rms = std::sqrt(ref_sq / double(c.elements));
-  // An element is "bad" when it is not finite or off by more than 100x the tolerance relative
-  // to its own size plus the tensor's RMS: loose enough that rounding never trips it, tight
-  // enough to point at the rows a bug touched.
-  const double far = 100.0 * tolerance;
+  // An element is "bad" when it is not finite or off by more than bad_element_factor relative
+  // to its own size plus the tensor's RMS (the RMS keeps near-zero entries from counting).
+  const double far = bad_element_factor(c.tolerance);
 
   double err_sq = 0.0;
   for (int b = 0; b < p.batch; ++b)

@@ -15,13 +15,32 @@
 
 namespace attn {
 
-// The bit pattern DeviceBuffer::poison() writes (a NaN no arithmetic produces).
+// The bit pattern DeviceBuffer::poison() writes (a NaN no arithmetic produces). 16-bit outputs
+// use kPoisonBits16 (common/half.h), which reads back as this one.
 constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;
 bool is_poison(float x);
 float poison_value();  // the float whose bits are kPoisonBits
 
 // Default tolerance for fp32 kernels (relative L2 error).
 constexpr double kFp32Tolerance = 1e-4;
+
+// Default tolerances for 16-bit kernels (module 07 on: f16/bf16 tensors, fp32 accumulation).
+// The reference runs on the same 16-bit inputs (random_inputs rounds Q, K, V), so input
+// rounding is not counted; what remains is the kernel's own rounding: it rounds P to 16 bits
+// before P V (the tensor cores take 16-bit operands) and rounds O on the store. Unit roundoff
+// is 2^-11 = 4.9e-4 in f16 and 2^-8 = 3.9e-3 in bf16 (relative, per rounding). A correct
+// FlashAttention-2-style kernel measured about 2.9e-4 (f16) and 2.3e-3 (bf16) relative L2
+// error on random inputs (H100), so these leave a 4-7x margin, while a real bug (a wrong
+// mask, a missing rescale, a wrong tile) gives 1e-1 or more.
+constexpr double kFp16Tolerance = 2e-3;
+constexpr double kBf16Tolerance = 1e-2;
+
+// kFp32Tolerance, kFp16Tolerance or kBf16Tolerance.
+double default_tolerance(DType t);
+
+// Pass this (or any negative tolerance; it is the default of compare_output and check_kernel)
+// to get default_tolerance(p.dtype) for the problem being compared.
+constexpr double kDtypeTolerance = -1.0;
 
 struct Index4 {
   int b = -1, h = -1, i = -1, d = -1;
@@ -31,7 +50,7 @@ struct Index4 {
 struct Comparison {
   double max_abs_error = 0.0;
   double rel_l2_error = 0.0;
-  double tolerance = kFp32Tolerance;
+  double tolerance = kFp32Tolerance;  // the one used (never kDtypeTolerance)
   int64_t elements = 0;
   int64_t nan_count = 0;       // NaN or Inf outputs, including unwritten ones
   int64_t unwritten = 0;       // outputs that still hold the poison pattern
@@ -48,7 +67,13 @@ struct Comparison {
   std::string summary() const;
 };
 
+// An element is "far off" (counted in bad_elements, located by first_bad) when it is not
+// finite or |got - want| > bad_element_factor(tolerance) * (|want| + RMS of want): 100x the
+// tolerance, at most 0.1 (see compare.cpp).
+double bad_element_factor(double tolerance);
+
+// `tolerance` kDtypeTolerance means default_tolerance(p.dtype).
 Comparison compare_output(const Problem& p, const std::vector<float>& got,
-                          const std::vector<double>& want, double tolerance = kFp32Tolerance);
+                          const std::vector<double>& want, double tolerance = kDtypeTolerance);
 
 }  // namespace attn

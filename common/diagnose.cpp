@@ -13,7 +13,7 @@ enum class RowState { ok, unwritten, nan, wrong };
 
 RowState row_state(const Problem& p, const CheckResult& r, int b, int h, int i) {
   const int64_t row = Problem::offset(p.o, b, h, i);
-  const double far = 100.0 * r.comparison.tolerance;
+  const double far = bad_element_factor(r.comparison.tolerance);
   bool any_unwritten = false, any_nan = false, any_wrong = false;
   for (int d = 0; d < p.head_dim; ++d) {
     const float g = r.output[row + d];

@@ -3,13 +3,43 @@
 #include <cstdint>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace attn {
 
 const char* layout_name(Layout layout) { return layout == Layout::BHSD ? "BHSD" : "BSHD"; }
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f32: break;
+  }
+  return "f32";
+}
+
+int dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+
+bool parse_dtype(const std::string& text, DType* out) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  // The spellings people type: ours, CUDA/CUTLASS's (fp16), NumPy/PyTorch's (float16, half).
+  const std::pair<const char*, DType> names[] = {
+      {"f32", DType::f32},   {"fp32", DType::f32}, {"float32", DType::f32},
+      {"f16", DType::f16},   {"fp16", DType::f16}, {"half", DType::f16}, {"float16", DType::f16},
+      {"bf16", DType::bf16}, {"bfloat16", DType::bf16}};
+  for (const auto& [name, dtype] : names)
+    if (lower == name) {
+      *out = dtype;
+      return true;
+    }
+  return false;
+}
 
 namespace {
 
@@ -70,6 +100,7 @@ std::string Problem::describe() const {
   if (kv_heads != heads) s << " KVH=" << kv_heads;
   s << " Sq=" << seq_q << " Sk=" << seq_k
     << " D=" << head_dim << (causal ? " causal" : "");
+  if (dtype != DType::f32) s << " " << dtype_name(dtype);
   return s.str();
 }
 
@@ -114,9 +145,16 @@ Status validate(const Problem& p) {
   return Status::ok();
 }
 
+bool rows_aligned16(const void* base, const Strides& s, int element_bytes) {
+  // Row (b, h, i) starts at base + (b*s.batch + h*s.head + i*s.seq) * element_bytes: on a
+  // 16-byte boundary for every b, h, i exactly when the base and each stride in bytes are.
+  const auto whole = [element_bytes](int64_t stride) { return stride * element_bytes % 16 == 0; };
+  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && whole(s.seq) && whole(s.head) &&
+         whole(s.batch);
+}
+
 bool rows_aligned16(const float* base, const Strides& s) {
-  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && s.seq % 4 == 0 && s.head % 4 == 0 &&
-         s.batch % 4 == 0;
+  return rows_aligned16(static_cast<const void*>(base), s, 4);
 }
 
 double attention_flops(const Problem& p) {
@@ -126,16 +164,18 @@ double attention_flops(const Problem& p) {
 double attention_bytes_fused(const Problem& p) {
   const double q_rows = double(p.batch) * p.heads * p.seq_q;      // Q read, O written
   const double kv_rows = double(p.batch) * p.kv_heads * p.seq_k;  // K and V read
-  return 4.0 * p.head_dim * (2.0 * q_rows + 2.0 * kv_rows);
+  return dtype_bytes(p.dtype) * double(p.head_dim) * (2.0 * q_rows + 2.0 * kv_rows);
 }
 
 double attention_buffer_bytes(const Problem& p) {
-  return 4.0 * (double(p.q_elements()) + 2.0 * double(p.kv_elements()) + double(p.o_elements()));
+  return dtype_bytes(p.dtype) *
+         (double(p.q_elements()) + 2.0 * double(p.kv_elements()) + double(p.o_elements()));
 }
 
 double attention_bytes_unfused(const Problem& p) {
   const double bh = double(p.batch) * p.heads;
-  return attention_bytes_fused(p) + 4.0 * bh * 4.0 * p.seq_q * p.seq_k;
+  const double score_bytes = 4.0;  // S and P in fp32 whatever p.dtype is (see problem.h)
+  return attention_bytes_fused(p) + score_bytes * bh * 4.0 * p.seq_q * p.seq_k;
 }
 
 Status require_one_kv_head_per_head(const Problem& p, const char* module) {

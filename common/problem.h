@@ -39,6 +39,21 @@ enum class Layout { BHSD, BSHD };
 
 const char* layout_name(Layout layout);
 
+// The element type of Q, K, V and O in device memory. Modules 00-06 compute in fp32 (f32).
+// From module 07 on, the tensors are 16-bit (f16 = IEEE half, bf16 = bfloat16) as in
+// FlashAttention-2: half the bytes to move, and the tensor cores' mma.sync takes 16-bit
+// operands. Accumulation (scores, row sums, O before the store) stays fp32 in every module.
+//   f16:  1 sign, 5 exponent, 10 mantissa bits: 2^-11 relative rounding, max 65504.
+//   bf16: 1 sign, 8 exponent,  7 mantissa bits: 2^-8 relative rounding, fp32's range.
+// Host code keeps tensors as float holding exactly the 16-bit values (common/half.h).
+enum class DType { f32, f16, bf16 };
+
+const char* dtype_name(DType t);  // "f32", "f16", "bf16"
+int dtype_bytes(DType t);         // 4, 2, 2
+// Accepts f32/fp32/float32, f16/fp16/half/float16, bf16/bfloat16 (any case); false otherwise,
+// leaving *out unchanged.
+bool parse_dtype(const std::string& text, DType* out);
+
 // Largest head_dim any module accepts; modules can accept less (see each module's supports()).
 constexpr int kMaxHeadDim = 256;
 
@@ -54,6 +69,9 @@ struct Problem {
   // it keeps the variance of a score near 1 when q and k have unit-variance entries.
   float scale = 0.0f;
   Strides q, k, v, o;
+  // Element type of Q, K, V and O in memory (strides count elements of this type). make()
+  // leaves it f32; a 16-bit problem sets it afterwards: p.dtype = DType::bf16.
+  DType dtype = DType::f32;
 
   // A problem with every tensor densely packed in `layout`. kv_heads 0 means kv_heads = heads
   // (one K/V head per query head); K and V are packed with their own kv_heads.
@@ -83,7 +101,8 @@ struct Problem {
   int first_masked_key(int query) const;  // keys [0, this) are visible; seq_k if not causal
   int64_t visible_pairs() const;          // number of (query, key) pairs not masked, per head
 
-  // "B=2 H=8 Sq=1024 Sk=1024 D=64 causal"; grouped K/V heads add "KVH=2" after H.
+  // "B=2 H=8 Sq=1024 Sk=1024 D=64 causal"; grouped K/V heads add "KVH=2" after H, a 16-bit
+  // problem adds " bf16" or " f16" at the end (f32, the default, adds nothing).
   std::string describe() const;
 };
 
@@ -92,8 +111,12 @@ struct Problem {
 Status validate(const Problem& p);
 
 // True when every row of the tensor at `base` with strides `s` starts on a 16-byte boundary:
-// the base is 16-byte aligned and every stride is a multiple of 4 floats. Kernels may then
-// move rows as float4 (16-byte) loads and stores, given head_dim % 4 == 0 as well.
+// the base is 16-byte aligned and every stride (in elements of `element_bytes` bytes) is a
+// whole number of 16 bytes: 4 floats, or 8 halves. Kernels may then move rows in 16-byte
+// pieces (float4 loads, or cp.async / ldmatrix of 8 16-bit values), given head_dim is a
+// multiple of 16 / element_bytes as well.
+bool rows_aligned16(const void* base, const Strides& s, int element_bytes);
+// The fp32 case: rows_aligned16(base, s, 4).
 bool rows_aligned16(const float* base, const Strides& s);
 
 // Work and traffic, used for TFLOP/s and GB/s.
@@ -101,14 +124,18 @@ bool rows_aligned16(const float* base, const Strides& s);
 //         visible (query, key) pairs. The softmax's exp/max/sum are not counted (as is usual).
 //  flops count per query head (a shared K/V head does not reduce the work).
 //  bytes_fused: the least a fused kernel must move: read Q, K, V once, write O once (K and V
-//         with kv_heads heads: sharing them is what GQA saves).
+//         with kv_heads heads: sharing them is what GQA saves), dtype_bytes(p.dtype) each.
 //  bytes_unfused: what the textbook 3-kernel version moves on top of that: write the scores S,
-//         read S and write P in the softmax, read P in the second product (4 x Sq x Sk floats).
+//         read S and write P in the softmax, read P in the second product (4 x Sq x Sk
+//         values). S and P count as fp32 (4 bytes) for every dtype: the softmax needs fp32's
+//         precision (a 16-bit kernel keeps them fp32 in registers too), and module 05, the
+//         course's unfused version, stores them as fp32.
 double attention_flops(const Problem& p);
 double attention_bytes_fused(const Problem& p);
 double attention_bytes_unfused(const Problem& p);
-// Device memory for the Q, K, V and O buffers as laid out by the strides (what a fused kernel
-// needs in all; the CLI checks it against free memory before allocating).
+// Device memory for the Q, K, V and O buffers as laid out by the strides, in p.dtype's element
+// size (what a fused kernel needs in all; the CLI checks it against free memory before
+// allocating).
 double attention_buffer_bytes(const Problem& p);
 
 // For modules whose kernels read K/V head h for query head h: ok when kv_heads == heads, else

@@ -22,6 +22,12 @@ std::string Kernel::label() const {
   return std::string(number) + "_" + name + "/" + impl_name(impl);
 }
 
+bool Kernel::accepts(DType t) const {
+  return t == DType::f32 ? forward != nullptr : forward16 != nullptr;
+}
+
+DType Kernel::native_dtype() const { return forward ? DType::f32 : DType::bf16; }
+
 bool register_kernel(Kernel kernel) {
   registry().push_back(std::move(kernel));
   return true;

@@ -23,9 +23,14 @@ const char* impl_name(Impl impl);
 // launch kernels on device pointers.
 enum class Backend { cpu, gpu };
 
-// The signature every module's forward() has (see DESIGN.md, "The module interface").
+// The signature every fp32 module's forward() has (see DESIGN.md, "The module interface").
 using ForwardFn = Status (*)(const Problem& p, const float* q, const float* k, const float* v,
                              float* o, cudaStream_t stream);
+// Modules whose tensors are 16-bit (module 07 on): device pointers to p.dtype elements
+// (__half or __nv_bfloat16), p.dtype is f16 or bf16. The pointers are untyped because one
+// entry point serves both types; forward16 casts them after looking at p.dtype.
+using Forward16Fn = Status (*)(const Problem& p, const void* q, const void* k, const void* v,
+                               void* o, cudaStream_t stream);
 using SupportsFn = Status (*)(const Problem& p);
 
 struct Kernel {
@@ -35,9 +40,15 @@ struct Kernel {
   Backend backend = Backend::gpu;
   Impl impl = Impl::solution;
   SupportsFn supports = nullptr;  // shape checks shared by exercise and solution
-  ForwardFn forward = nullptr;
+  ForwardFn forward = nullptr;      // fp32 tensors (modules 00-06); nullptr if none
+  Forward16Fn forward16 = nullptr;  // f16/bf16 tensors (module 07 on); nullptr if none
 
   std::string label() const;  // "01_naive/solution"
+  // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16.
+  bool accepts(DType t) const;
+  // The type the CLI and the benchmark use when none is asked for: f32 when the module has
+  // an fp32 forward, else bf16 (the usual training/inference type on Ampere and Hopper).
+  DType native_dtype() const;
 };
 
 // Called by ATTN_REGISTER_MODULE at program start.
@@ -52,12 +63,23 @@ const Kernel* find_kernel(int module, Impl impl);
 #define ATTN_STRINGIFY_(x) #x
 #define ATTN_STRINGIFY(x) ATTN_STRINGIFY_(x)
 
+// Impl::exercise or Impl::solution, from the ATTN_IMPL this file is compiled with.
+#define ATTN_IMPL_ENUM_                                                                    \
+  (std::string(ATTN_STRINGIFY(ATTN_IMPL)) == "exercise" ? ::attn::Impl::exercise            \
+                                                        : ::attn::Impl::solution)
+
 // Registers the implementation this file is compiled for (ATTN_IMPL = exercise or solution).
 #define ATTN_REGISTER_MODULE(number, name, title, backend, supports_fn, forward_fn)          \
   namespace {                                                                              \
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
-      number, name, title, backend,                                                        \
-      std::string(ATTN_STRINGIFY(ATTN_IMPL)) == "exercise" ? ::attn::Impl::exercise        \
-                                                           : ::attn::Impl::solution,       \
-      supports_fn, forward_fn});                                                           \
+      number, name, title, backend, ATTN_IMPL_ENUM_, supports_fn, forward_fn, nullptr});   \
+  }
+
+// Registers a GPU module that only takes 16-bit tensors (forward = nullptr): module 07 on.
+// Its native dtype is bf16; `attn run --module 7 --dtype f16` runs it on f16 tensors.
+#define ATTN_REGISTER_MODULE_16BIT(number, name, title, supports_fn, forward16_fn)           \
+  namespace {                                                                              \
+  const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM_, supports_fn, nullptr,    \
+      forward16_fn});                                                                      \
   }

@@ -5,6 +5,12 @@ Usage: python scripts/plot_bench.py BENCH.json [MORE.json ...] --out-dir docs/im
 
 Writes <prefix>_tflops.png, <prefix>_memory.png and <prefix>_speedup.png (the last only
 when at least two kernels are present). Only rows with status "ok" are plotted.
+
+Element types: each row's "dtype" ("f32", "f16", "bf16"; rows without one, written before
+16-bit modules existed, are f32, and PyTorch rows' "float32" is f32 too). When the rows mix
+dtypes, every (kernel, dtype) pair is its own series, labelled "kernel (bf16)": a bf16 run is
+never joined to an fp32 run of the same kernel on one curve. With one dtype the labels are the
+kernel names alone (and for f32 the plots are what they were before dtypes existed).
 """
 import argparse
 import json
@@ -19,6 +25,11 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 SCHEMA = "attn-bench/1"
 REQUIRED = ("kernel", "seq_q", "head_dim", "median_ms", "tflops")
+# Our dtype names and the other spellings found in bench files (compare_torch.py once wrote
+# PyTorch's), in the order series are listed: fp32 first, then the 16-bit types.
+DTYPE_NAMES = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16",
+               "half": "f16", "float16": "f16", "bf16": "bf16", "bfloat16": "bf16"}
+DTYPE_ORDER = ("f32", "f16", "bf16")
 
 
 class PlotError(Exception):
@@ -61,21 +72,54 @@ def load_benches(paths):
     return names, peak, rows
 
 
-def kernel_order(rows):
-    """Kernel names sorted by module number (missing/null modules last), then by name."""
-    modules = {}
+def row_dtype(row):
+    """The row's dtype as "f32", "f16" or "bf16" (no dtype: f32); an unknown one as written."""
+    text = str(row.get("dtype") or "f32")
+    return DTYPE_NAMES.get(text.lower(), text)
+
+
+def dtypes_of(rows):
+    """The dtypes present, fp32 first."""
+    found = {row_dtype(r) for r in rows}
+    return sorted(found, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 9, d))
+
+
+def label_series(rows):
+    """Give each row its series label: the kernel name, plus " (dtype)" when the rows mix
+    dtypes, so that runs of one kernel in two dtypes are two series."""
+    mixed = len(dtypes_of(rows)) > 1
     for row in rows:
-        modules.setdefault(row["kernel"], row.get("module"))
-    return sorted(modules, key=lambda k: (modules[k] is None, modules[k] or 0, k))
+        row["series"] = f"{row['kernel']} ({row_dtype(row)})" if mixed else row["kernel"]
+    return rows
+
+
+def kernel_order(rows):
+    """Series labels sorted by module number (missing/null modules last), then by kernel name,
+    then by dtype (f32, f16, bf16)."""
+    keys = {}
+    for row in rows:
+        dtype = row_dtype(row)
+        rank = DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER)
+        module = row.get("module")
+        keys.setdefault(row.get("series", row["kernel"]),
+                        (module is None, module or 0, row["kernel"], rank))
+    return sorted(keys, key=lambda s: keys[s] + (s,))
 
 
 def group_rows(rows):
-    """Map (head_dim, causal) -> {kernel: {seq_q: row}}; a later duplicate replaces an earlier one."""
+    """Map (head_dim, causal) -> {series: {seq_q: row}}; a later duplicate replaces an earlier one."""
     groups = {}
     for row in rows:
         key = (int(row["head_dim"]), bool(row.get("causal", False)))
-        groups.setdefault(key, {}).setdefault(row["kernel"], {})[int(row["seq_q"])] = row
+        series = row.get("series", row["kernel"])
+        groups.setdefault(key, {}).setdefault(series, {})[int(row["seq_q"])] = row
     return dict(sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])))
+
+
+def dtype_note(rows):
+    """"" for fp32-only rows (titles as before dtypes existed), else " (bf16)" or " (f32, bf16)"."""
+    dtypes = dtypes_of(rows)
+    return "" if dtypes == ["f32"] else f" ({', '.join(dtypes)})"
 
 
 def seq_label(n):
@@ -120,10 +164,13 @@ def save(fig, path):
     print(f"wrote {path}")
 
 
-def plot_tflops(groups, order, colors, device, peak, path):
-    """TFLOP/s vs seq_q, one line per kernel, with the FP32 peak when it is in range."""
-    fig, axes = make_figure(groups, f"Attention forward throughput on {device}")
+def plot_tflops(groups, order, colors, device, peak, path, note=""):
+    """TFLOP/s vs seq_q, one line per series, with the FP32 peak when it is in range and some
+    series in the subplot is fp32 (the 16-bit tensor cores' peak is another, higher one)."""
+    fig, axes = make_figure(groups, f"Attention forward throughput on {device}{note}")
     for ax, (key, by_kernel) in zip(axes, groups.items()):
+        peak_here = peak if any(row_dtype(r) == "f32" for rows in by_kernel.values()
+                                for r in rows.values()) else None
         seqs, largest = set(), 0.0
         for kernel in [k for k in order if k in by_kernel]:
             points = sorted(by_kernel[kernel].items())
@@ -132,10 +179,10 @@ def plot_tflops(groups, order, colors, device, peak, path):
             largest = max(largest, max(values))
             ax.plot([s for s, _ in points], values, marker="o", color=colors[kernel], label=kernel)
         title = group_title(key)
-        if peak and peak <= 3 * largest:
-            ax.axhline(peak, color="gray", linestyle="--", label=f"FP32 peak {peak:.1f}")
-        elif peak:
-            title += f" (FP32 peak {peak:.1f} TFLOP/s)"
+        if peak_here and peak_here <= 3 * largest:
+            ax.axhline(peak_here, color="gray", linestyle="--", label=f"FP32 peak {peak_here:.1f}")
+        elif peak_here:
+            title += f" (FP32 peak {peak_here:.1f} TFLOP/s)"
         ax.set_title(title)
         seq_axis(ax, sorted(seqs))
         ax.set_ylabel("TFLOP/s")
@@ -144,9 +191,9 @@ def plot_tflops(groups, order, colors, device, peak, path):
     save(fig, path)
 
 
-def plot_memory(groups, order, colors, device, path):
-    """Device buffer bytes vs seq_q per kernel, against the unfused (scores in memory) bytes."""
-    fig, axes = make_figure(groups, f"Memory: fused buffers vs unfused scores ({device})")
+def plot_memory(groups, order, colors, device, path, note=""):
+    """Device buffer bytes vs seq_q per series, against the unfused (scores in memory) bytes."""
+    fig, axes = make_figure(groups, f"Memory: fused buffers vs unfused scores ({device}){note}")
     for ax, (key, by_kernel) in zip(axes, groups.items()):
         seqs, unfused = set(), {}
         for kernel in [k for k in order if k in by_kernel]:
@@ -171,9 +218,9 @@ def plot_memory(groups, order, colors, device, path):
     save(fig, path)
 
 
-def plot_speedup(groups, order, colors, device, path):
-    """Bars of each kernel's speedup over the lowest-numbered module, grouped by seq_q."""
-    fig, axes = make_figure(groups, f"Speedup over the first module on {device}")
+def plot_speedup(groups, order, colors, device, path, note=""):
+    """Bars of each series' speedup over the lowest-numbered module, grouped by seq_q."""
+    fig, axes = make_figure(groups, f"Speedup over the first module on {device}{note}")
     for ax, (key, by_kernel) in zip(axes, groups.items()):
         kernels = [k for k in order if k in by_kernel]
         base = by_kernel[kernels[0]]
@@ -218,16 +265,18 @@ def main(argv):
     os.makedirs(args.out_dir, exist_ok=True)
     out = os.path.join(args.out_dir, prefix)
     device = " / ".join(names) or "unknown device"
+    label_series(rows)
+    note = dtype_note(rows)
     order = kernel_order(rows)
     palette = plt.get_cmap("tab10" if len(order) <= 10 else "tab20")
     colors = {k: palette(i % palette.N) for i, k in enumerate(order)}
     groups = group_rows(rows)
-    plot_tflops(groups, order, colors, device, peak, out + "_tflops.png")
-    plot_memory(groups, order, colors, device, out + "_memory.png")
+    plot_tflops(groups, order, colors, device, peak, out + "_tflops.png", note)
+    plot_memory(groups, order, colors, device, out + "_memory.png", note)
     if len(order) < 2:
         print("note: one kernel only, speedup plot skipped")
     else:
-        plot_speedup(groups, order, colors, device, out + "_speedup.png")
+        plot_speedup(groups, order, colors, device, out + "_speedup.png", note)
     return 0
 
 

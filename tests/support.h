@@ -36,7 +36,7 @@ using ExtraHints = std::vector<std::string> (*)(const Problem& p, const Inputs& 
 
 struct CheckOptions {
   float range = 1.0f;            // Q, K entries in [-range, range): larger gives larger logits
-  double tolerance = kFp32Tolerance;
+  double tolerance = kDtypeTolerance;  // relative L2; negative: default_tolerance(p.dtype)
   const char* lesson = "";       // "README section 3" -- where to read up when this fails
   ExtraHints extra_hints = nullptr;
 };

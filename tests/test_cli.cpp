@@ -152,12 +152,14 @@ TEST_CASE("attn run: grouped K/V heads that do not divide the heads, or a module
 TEST_CASE("modules 00-04 refuse grouped K/V heads in one line; 05 and 06 accept them") {
   // 00-04 read K/V head h for query head h; 05 (its GEMMs take a head group) and 06 map
   // query head h to K/V head p.kv_head(h).
-  const Problem gqa = Problem::make(1, 8, 16, 16, 64, false, Layout::BHSD, 2);
-  const Problem mqa = Problem::make(1, 8, 16, 16, 64, true, Layout::BSHD, 1);
-  const Problem mha = Problem::make(1, 8, 16, 16, 64);
+  Problem gqa = Problem::make(1, 8, 16, 16, 64, false, Layout::BHSD, 2);
+  Problem mqa = Problem::make(1, 8, 16, 16, 64, true, Layout::BSHD, 1);
+  Problem mha = Problem::make(1, 8, 16, 16, 64);
   int accepting = 0;
   for (const Kernel& k : registered_kernels()) {
     INFO(k.label());
+    // Each module in its own element type (a 16-bit module refuses f32 problems).
+    gqa.dtype = mqa.dtype = mha.dtype = k.native_dtype();
     CHECK(k.supports(mha).is_ok());
     if (k.module >= 5) {
       accepting += k.module == 5 || k.module == 6;
@@ -180,6 +182,87 @@ TEST_CASE("modules 00-04 refuse grouped K/V heads in one line; 05 and 06 accept 
     }
   }
   CHECK(accepting == 4);  // 05 and 06, exercise and solution
+}
+
+// A registered 16-bit-only GPU module (as module 07 is), for the --dtype defaults and
+// refusals; it is never run (no GPU here, and the refusals come first).
+namespace {
+Status fake16_supports(const Problem&) { return Status::ok(); }
+Status fake16_forward(const Problem&, const void*, const void*, const void*, void*,
+                      cudaStream_t) {
+  return Status::error("fake16 ran");
+}
+const bool fake16_registered = register_kernel(Kernel{98, "fake16", "a 16-bit module for tests",
+                                                      Backend::gpu, Impl::solution,
+                                                      fake16_supports, nullptr, fake16_forward});
+}  // namespace
+
+TEST_CASE("attn run --dtype: spellings, the default per module, refusals in one line") {
+  REQUIRE(fake16_registered);
+  SUBCASE("f32 and its spellings run module 00; the output shows no dtype") {
+    for (const char* dtype : {"f32", "fp32", "float32", "F32"}) {
+      const Result r = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--dtype", dtype,
+                                 "--verify"});
+      INFO(dtype << ": " << r.out << r.err);
+      CHECK(r.code == 0);
+      CHECK(r.out.find("B=1 H=2 Sq=9 Sk=9 D=8 bhsd") != std::string::npos);
+      CHECK(r.out.find("PASS") != std::string::npos);
+    }
+  }
+  SUBCASE("a bad value is a command-line error: exit 2, one line") {
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--dtype", "fp64"}), 2, "--dtype");
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--dtype", "int8"}),
+                          2, "takes f32, f16 or bf16, got 'int8'");
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--dtype"}), 2, "--dtype");
+    expect_one_line_error(attn_cli({"bench", "--dtype", "half-ish"}), 2, "--dtype");
+  }
+  SUBCASE("an fp32 module asked for 16 bits says which module to use, exit 1") {
+    expect_one_line_error(attn_cli({"run", "--module", "0", "--dtype", "bf16"}), 1,
+                          "module 00 computes in f32; --dtype bf16 needs a 16-bit module (");
+    expect_one_line_error(attn_cli({"run", "-m", "0", "--dtype", "half", "--verify"}), 1,
+                          "module 00 computes in f32; --dtype f16 needs a 16-bit module (");
+    const Result r = attn_cli({"run", "-m", "0", "--dtype", "bf16"});
+    CHECK(r.err.find("98 fake16") != std::string::npos);  // names the registered 16-bit ones
+    // The type is checked before the GPU: the same answer on a machine without one.
+    expect_one_line_error(attn_cli({"run", "-m", "1", "--dtype", "bf16"}), 1,
+                          "module 01 computes in f32");
+  }
+  SUBCASE("a 16-bit module asked for f32 refuses; by default it runs in bf16") {
+    expect_one_line_error(attn_cli({"run", "-m", "98", "--dtype", "f32"}), 1,
+                          "module 98 takes f16 or bf16 tensors (--dtype bf16 or f16), not f32");
+    // No --dtype: bf16, accepted, so the run gets as far as the device (or, with a GPU, to
+    // the fake kernel's own error): not a dtype refusal.
+    const Result r = attn_cli({"run", "-m", "98", "--seq", "16", "--dim", "16"});
+    INFO(r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("takes f16 or bf16") == std::string::npos);
+    CHECK((r.err.find("needs a GPU") != std::string::npos ||
+           r.err.find("fake16 ran") != std::string::npos));
+  }
+}
+
+TEST_CASE("attn bench --dtype: modules that do not take it are skipped with a note") {
+  REQUIRE(fake16_registered);
+  // Decided before the benchmark looks for a GPU, so this runs anywhere.
+  Result r = attn_cli({"bench", "--modules", "1,3", "--dtype", "bf16", "--out",
+                       temp_path("never.json")});
+  INFO(r.out << r.err);
+  CHECK(r.out.find("note: skipped: module 01 computes in f32; --dtype bf16") != std::string::npos);
+  CHECK(r.out.find("note: skipped: module 03 computes in f32; --dtype bf16") != std::string::npos);
+  expect_one_line_error(r, 1, "none of the modules to benchmark takes --dtype bf16");
+  r = attn_cli({"bench", "--modules", "98", "--dtype", "f32", "--out", temp_path("never.json")});
+  CHECK(r.out.find("note: skipped: module 98 takes f16 or bf16 tensors") != std::string::npos);
+  expect_one_line_error(r, 1, "none of the modules to benchmark takes --dtype f32");
+  if (cuda_device_count() > 0) return;  // below: what a machine without a GPU says
+  // A mixed list keeps the modules that take the type, then needs the GPU.
+  r = attn_cli({"bench", "--modules", "3,98", "--dtype", "bf16", "--out", temp_path("never.json")});
+  CHECK(r.out.find("note: skipped: module 03") != std::string::npos);
+  CHECK(r.out.find("module 98") == std::string::npos);
+  expect_one_line_error(r, 1, "needs a GPU");
+  // Without --dtype every module takes its own type: nothing skipped.
+  r = attn_cli({"bench", "--modules", "3,98", "--out", temp_path("never.json")});
+  CHECK(r.out.find("note: skipped") == std::string::npos);
+  expect_one_line_error(r, 1, "needs a GPU");
 }
 
 TEST_CASE("attn: bad command lines exit 2 with one line") {

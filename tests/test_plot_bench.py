@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of scripts/plot_bench.py on small synthetic bench JSON files.
+"""Tests of scripts/plot_bench.py on small synthetic bench JSON files, and of how it,
+scripts/results_table.py and scripts/compare_torch.py keep element types (dtype) apart.
 
 Run: python tests/test_plot_bench.py (from any folder). Exits 77 (skipped) when matplotlib
 is not installed, 1 when a test fails.
@@ -13,7 +14,8 @@ import sys
 import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "plot_bench.py")
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts")
+SCRIPT = os.path.join(SCRIPTS, "plot_bench.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SEQS = (512, 1024, 2048)
 
@@ -54,6 +56,32 @@ def two_kernel_rows():
     rows.append(bench_row("01_naive/solution", 1, 4096, 128, 0.0,
                           status="unsupported: head_dim 128 needs too many registers"))
     return rows
+
+
+def mixed_dtype_rows():
+    """Rows as a session with fp32 and 16-bit modules writes them: module 03 without a dtype
+    field (bench files from before 16-bit modules), module 07 in bf16 and in f16 (same kernel
+    name), PyTorch's fp32 rows with compare_torch's old "float32" and its flash rows in bf16."""
+    rows = []
+    for seq in SEQS:
+        rows.append(bench_row("03_online_softmax/solution", 3, seq, 64, 2.0 * seq / 512))
+        rows.append(dict(bench_row("07_tensor_cores/solution", 7, seq, 64, 0.4 * seq / 512),
+                         dtype="bf16"))
+        rows.append(dict(bench_row("07_tensor_cores/solution", 7, seq, 64, 0.3 * seq / 512),
+                         dtype="f16"))
+        rows.append(dict(bench_row("torch_sdpa_efficient", None, seq, 64, 1.5 * seq / 512),
+                         dtype="float32"))
+        rows.append(dict(bench_row("torch_sdpa_flash", None, seq, 64, 0.2 * seq / 512),
+                         dtype="bf16"))
+    return rows
+
+
+def load_script(name):
+    """Import scripts/<name>.py as a module (its functions, without running main)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SCRIPTS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def png_size(path):
@@ -135,6 +163,84 @@ class PlotBenchTest(unittest.TestCase):
         r = self.run_script(self.write("torch.json", bench_doc(rows)))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_png(os.path.join(self.out_dir, "torch_speedup.png"))
+
+    def test_mixed_dtypes_three_plots(self):
+        path = self.write("mixed.json", bench_doc(mixed_dtype_rows()))
+        r = self.run_script(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for kind in ("tflops", "memory", "speedup"):
+            self.assert_png(os.path.join(self.out_dir, f"mixed_{kind}.png"))
+
+    def test_mixed_dtypes_are_separate_series(self):
+        plot = load_script("plot_bench")
+        rows = plot.label_series(mixed_dtype_rows())
+        groups = plot.group_rows(rows)
+        self.assertEqual(list(groups), [(64, False)])
+        series = groups[(64, False)]
+        # One series per (kernel, dtype): bf16 and f16 runs of module 07 are two curves, and
+        # rows without a dtype or with "float32" are f32.
+        self.assertEqual(plot.kernel_order(rows), [
+            "03_online_softmax/solution (f32)", "07_tensor_cores/solution (f16)",
+            "07_tensor_cores/solution (bf16)", "torch_sdpa_efficient (f32)",
+            "torch_sdpa_flash (bf16)"])
+        for label, by_seq in series.items():
+            self.assertEqual(sorted(by_seq), list(SEQS), label)
+            dtypes = {plot.row_dtype(row) for row in by_seq.values()}
+            self.assertEqual(dtypes, {label[label.rindex("(") + 1:-1]}, label)
+        self.assertEqual(plot.dtype_note(rows), " (f32, f16, bf16)")
+
+    def test_one_dtype_keeps_plain_kernel_labels(self):
+        plot = load_script("plot_bench")
+        fp32 = plot.label_series(two_kernel_rows()[:-1])
+        self.assertEqual(plot.kernel_order(fp32), ["01_naive/solution", "03_online_softmax/solution"])
+        self.assertEqual(plot.dtype_note(fp32), "")
+        bf16 = plot.label_series([row for row in mixed_dtype_rows() if row.get("dtype") == "bf16"])
+        self.assertEqual(plot.kernel_order(bf16), ["07_tensor_cores/solution", "torch_sdpa_flash"])
+        self.assertEqual(plot.dtype_note(bf16), " (bf16)")
+
+    def test_results_table_rows_per_dtype(self):
+        table = os.path.join(SCRIPTS, "results_table.py")
+        mixed = self.write("mixed.json", bench_doc(mixed_dtype_rows()))
+        r = subprocess.run([sys.executable, table, mixed], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        labels = [line.split("|")[1].strip() for line in r.stdout.splitlines()
+                  if line.startswith("| ") and not line.startswith("| kernel")]
+        self.assertEqual(labels, [
+            "03_online_softmax/solution (f32)", "07_tensor_cores/solution (f16)",
+            "07_tensor_cores/solution (bf16)", "torch_sdpa_efficient (f32)",
+            "torch_sdpa_flash (bf16)"])
+        # 07 in bf16 at N=512 took 0.4 ms, in f16 0.3 ms: each row shows its own run.
+        self.assertIn("| 07_tensor_cores/solution (bf16) | ", r.stdout)
+        bf16_line = next(l for l in r.stdout.splitlines() if "solution (bf16)" in l)
+        f16_line = next(l for l in r.stdout.splitlines() if "solution (f16)" in l)
+        self.assertIn("(0.4 ms)", bf16_line)
+        self.assertIn("(0.3 ms)", f16_line)
+        # One dtype: plain kernel names, as before dtypes existed.
+        fp32 = self.write("fp32.json", bench_doc(two_kernel_rows()))
+        r = subprocess.run([sys.executable, table, fp32], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| 01_naive/solution | ", r.stdout)
+        self.assertNotIn("(f32)", r.stdout)
+
+    def test_compare_torch_dtypes_and_merge(self):
+        torch_script = load_script("compare_torch")  # imports torch only inside main()
+        for text, want in (("f32", "f32"), ("float32", "f32"), ("FP16", "f16"), ("half", "f16"),
+                           ("bfloat16", "bf16"), ("bf16", "bf16")):
+            self.assertEqual(torch_script.parse_dtype(text), want)
+        with self.assertRaises(ValueError):
+            torch_script.parse_dtype("fp8")
+        old = [dict(bench_row("torch_sdpa_efficient", None, 512, 64, 1.0), dtype="float32"),
+               bench_row("03_online_softmax/solution", 3, 512, 64, 2.0)]
+        # A bf16 run of the same kernel and shape is a new row; an fp32 rerun replaces the old.
+        bf16 = dict(bench_row("torch_sdpa_efficient", None, 512, 64, 0.5), dtype="bf16")
+        rerun = dict(bench_row("torch_sdpa_efficient", None, 512, 64, 0.9), dtype="f32")
+        merged = torch_script.merge_rows(old, [bf16, rerun])
+        self.assertEqual(len(merged), 3)
+        self.assertIs(merged[0], rerun)  # in the old row's place
+        self.assertIs(merged[1], old[1])
+        self.assertIs(merged[2], bf16)
 
     def test_invalid_inputs_exit_1(self):
         no_ok = bench_doc([bench_row("01_naive/solution", 1, 512, 64, 0.0, status="unsupported: y")])

@@ -1,0 +1,88 @@
+// Module 07 exercise: the warp's tensor-core step of the FlashAttention-2 forward.
+// Read modules/07_tensor_cores/README.md first. Run: ./course run 07   Grade: ./course grade 07
+//
+// Given (modules/07_tensor_cores/tensor_core_kernel.cuh): the whole pipeline -- the flat grid
+// over (query block, head, batch), the swizzled shared tiles, the cp.async double buffering,
+// the online softmax on the S accumulator registers, the epilogue. Given
+// (mma_primitives.cuh): one wrapper per PTX instruction (Elem<T>::mma, ldmatrix_x4,
+// ldmatrix_x4_trans) and the fragment layouts they use. Your part, the four functions of
+// WarpMma below:
+//   TODO 1  load_q: Q rows -> A fragments with ldmatrix (README, section 2);
+//   TODO 2  qk:     S += Q K^T with ldmatrix and mma (README, section 3);
+//   TODO 3  pack_p: the S accumulators (f32) -> A fragments of P (16-bit), in registers;
+//   TODO 4  pv:     O += P V with ldmatrix.trans and mma (README, section 3).
+// chunk_addr<C>(tile, row, chunk) gives the shared address of 16-byte chunk `chunk` (8
+// elements) of a tile row, swizzle included: that is what a lane hands ldmatrix.
+//
+// A warp owns kRowTiles tiles of 16 query rows. Per K/V tile of kKeys keys:
+//   S (16 x kKeys per row tile) = Q K^T:  D/16 k-steps x kKeys/8 mma   (A = Q, B = K^T)
+//   O (16 x D per row tile)    += P V:    kKeys/16 k-steps x D/8 mma   (A = P, B = V)
+#include <cstdint>
+
+#include "modules/07_tensor_cores/tensor_core_kernel.cuh"
+#include "modules/07_tensor_cores/tensor_cores.h"
+
+namespace attn::m07::ATTN_IMPL {
+
+struct WarpMma {
+  // TODO(1): the A fragments of Q rows row0 .. row0 + 16 * kRowTiles - 1 for every k-step kk
+  // (16 head-dim columns): qf[mt][kk][0..3] = a0..a3 of rows row0 + 16 mt .., columns 16 kk ...
+  // One ldmatrix_x4 per (mt, kk) does it: which row and which chunk must lane `lane` point at
+  // so that its four matrices are a0, a1, a2, a3? (README, section 2, "A from ldmatrix")
+  template <class T, class C>
+  static __device__ __forceinline__ void load_q(uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
+                                                uint32_t sQ, int row0, int lane) {
+    (void)sQ, (void)row0, (void)lane;
+#pragma unroll
+    for (int mt = 0; mt < C::kRowTiles; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < C::D / 16; ++kk)
+        qf[mt][kk][0] = qf[mt][kk][1] = qf[mt][kk][2] = qf[mt][kk][3] = 0u;
+  }
+
+  // TODO(2): s[mt][n] (rows of row tile mt x keys 8n .. 8n + 7 of the tile) += Q K^T.
+  // For each k-step kk and each 8-key block n, the B operand is K^T[16kk .., 8n ..]: b0 holds
+  // K[key 8n + g][d 16kk + 2t, +1], two consecutive elements of a stored K row. One
+  // ldmatrix_x4 can fetch the b0, b1 of two 8-key blocks; then Elem<T>::mma(s[mt][n], qf[mt][kk],
+  // b0, b1) for every row tile, so each fragment is loaded once and used kRowTiles times.
+  template <class T, class C>
+  static __device__ __forceinline__ void qk(float (&s)[C::kRowTiles][C::kKeys / 8][4],
+                                            const uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
+                                            uint32_t sK, int lane) {
+    (void)s, (void)qf, (void)sK, (void)lane;
+  }
+
+  // TODO(3): the A fragments of P for P V, from the S accumulators after the softmax.
+  // pa[mt][kk] covers keys 16kk .. 16kk + 15: compare the A layout (a0..a3) with the C layout
+  // (c0..c3) of S blocks 2kk and 2kk + 1 (README, section 3). Elem<T>::pack(lo, hi) makes one
+  // register of two 16-bit values.
+  template <class T, class C>
+  static __device__ __forceinline__ void pack_p(uint32_t (&pa)[C::kRowTiles][C::kKeys / 16][4],
+                                                const float (&s)[C::kRowTiles][C::kKeys / 8][4]) {
+    (void)s;
+#pragma unroll
+    for (int mt = 0; mt < C::kRowTiles; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < C::kKeys / 16; ++kk)
+        pa[mt][kk][0] = pa[mt][kk][1] = pa[mt][kk][2] = pa[mt][kk][3] = 0u;
+  }
+
+  // TODO(4): o[mt][n] (rows of row tile mt x head-dim columns 8n .. 8n + 7) += P V.
+  // For each k-step kk (16 keys) and each 8-column block n, the B operand is V[16kk .., 8n ..]:
+  // b0 holds V[key 16kk + 2t, +1][d 8n + g], two elements of a stored V *column*. Which
+  // ldmatrix variant hands a lane a column pair? One x4 call can cover 16 keys x 16 columns.
+  template <class T, class C>
+  static __device__ __forceinline__ void pv(float (&o)[C::kRowTiles][C::D / 8][4],
+                                            const uint32_t (&pa)[C::kRowTiles][C::kKeys / 16][4],
+                                            uint32_t sV, int lane) {
+    (void)o, (void)pa, (void)sV, (void)lane;
+  }
+};
+
+Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+               cudaStream_t stream) {
+  if (Status s = supports(p); !s) return s;
+  return launch<WarpMma>(p, q, k, v, o, stream);
+}
+
+}  // namespace attn::m07::ATTN_IMPL

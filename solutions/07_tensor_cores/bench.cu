@@ -1,0 +1,235 @@
+// Module 07 benchmark (program bench_07): the README's ladder, one rung per row, measured on
+// the same shapes in one run. Every rung is first checked against the double reference on
+// small odd shapes (its "check" column is the worst relative L2 error), then timed.
+//
+//   bench_07 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
+//
+// Rungs (README, section 5):
+//   wmma          nvcuda::wmma fragments; S and P go through shared memory, O lives there
+//                 (solutions/07_tensor_cores/wmma_step.cuh)
+//   mma_plain     mma.sync m16n8k16 + ldmatrix; S, softmax, P and O in registers; plain
+//                 (unswizzled) shared tiles; each K/V tile copied, waited for, then computed
+//   mma_swizzle   + the XOR swizzle: conflict-free ldmatrix
+//   mma_async     + cp.async double buffering: tile t + 1 copied while tile t is computed
+//   mma_qstage    + Q staged in the second K/V buffer (less shared memory per block)
+//   mma_tuned     occupancy and rows per warp tuned per head dim (see kRungs)
+//   forward       the solution's forward(): its production configurations
+// Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
+// and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
+// median of --iters runs (common/timing.h).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/buffers.h"
+#include "common/compare.h"
+#include "common/device.h"
+#include "common/half.h"
+#include "common/problem.h"
+#include "common/registry.h"
+#include "common/runner.h"
+#include "common/timing.h"
+
+// A second copy of the solution under namespace attn::m07::ladder, so that its WarpMma can be
+// instantiated with the ladder's configurations (the build compiles bench_07 with
+// ATTN_IMPL=solution, whose forward() is linked in from m07_solution).
+#undef ATTN_IMPL
+#define ATTN_IMPL ladder
+#include "solutions/07_tensor_cores/solution.cu"
+#include "solutions/07_tensor_cores/wmma_step.cuh"
+#undef ATTN_IMPL
+#define ATTN_IMPL solution
+
+// The solution's forward() itself (m07_solution), declared by tensor_cores.h for ATTN_IMPL =
+// solution, which the include above saw as `ladder`.
+namespace attn::m07::solution {
+Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+               cudaStream_t stream);
+}
+
+namespace {
+
+using namespace attn;
+using attn::m07::Config;
+
+// One rung: D = 64 and D = 128 configurations of the same step.
+template <class C64, class C128>
+Status run_rung(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                cudaStream_t stream) {
+  if (Status s = m07::supports(p); !s) return s;
+  return m07::launch_for_head_dim<m07::ladder::WarpMma, C64, C128>(p, q, k, v, o, stream);
+}
+
+Status run_wmma(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                cudaStream_t stream) {
+  if (Status s = m07::supports(p); !s) return s;
+  return p.dtype == DType::bf16
+             ? m07::wmma_step::forward<__nv_bfloat16>(p, q, k, v, o, stream)
+             : m07::wmma_step::forward<__half>(p, q, k, v, o, stream);
+}
+
+Status run_forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                   cudaStream_t stream) {
+  return m07::solution::forward(p, q, k, v, o, stream);
+}
+
+struct Rung {
+  const char* name;
+  Forward16Fn forward;
+};
+
+// Config<D, warps, row tiles per warp, keys per tile, min blocks per SM, swizzle, async, Q staged>
+const Rung kRungs[] = {
+    {"wmma", run_wmma},
+    {"mma_plain", run_rung<Config<64, 4, 1, 64, 3, false, false, false>,
+                           Config<128, 4, 1, 64, 2, false, false, false>>},
+    {"mma_swizzle", run_rung<Config<64, 4, 1, 64, 3, true, false, false>,
+                             Config<128, 4, 1, 64, 2, true, false, false>>},
+    {"mma_async", run_rung<Config<64, 4, 1, 64, 3, true, true, false>,
+                           Config<128, 4, 1, 64, 2, true, true, false>>},
+    {"mma_qstage", run_rung<Config<64, 4, 1, 64, 3, true, true, true>,
+                            Config<128, 4, 1, 64, 2, true, true, true>>},
+    // d64: 32 query rows per warp (two row tiles share every K and V fragment), 2 blocks/SM;
+    // d128: 32 rows would need Q re-read from shared memory (registers run out), so 16 rows
+    // and 3 blocks per SM instead.
+    {"mma_tuned", run_rung<Config<64, 4, 2, 64, 2>, Config<128, 4, 1, 64, 3>>},
+    {"forward", run_forward},
+};
+
+struct Row {
+  std::string rung, status;
+  Problem p;
+  double median_ms = 0, tflops = 0, check = 0;
+};
+
+// Worst relative L2 error over small shapes that take every path (partial tiles, masks,
+// odd head dims, unaligned rows); -1 and the reason in `status` when a check fails.
+double check_rung(const Rung& rung, DType t, std::string& status) {
+  Kernel kern{7, rung.name, "", Backend::gpu, Impl::solution, m07::supports, nullptr, rung.forward};
+  double worst = 0;
+  for (Problem p : {Problem::make(1, 2, 1000, 777, 128), Problem::make(2, 3, 65, 129, 96, true),
+                    Problem::make(1, 2, 513, 1000, 64), Problem::make(1, 2, 300, 100, 59, true),
+                    Problem::make(1, 4, 200, 300, 64, true, Layout::BSHD, 2)}) {
+    p.dtype = t;
+    const CheckResult r = check_kernel(kern, p, random_inputs(p, 7 + p.seq_q));
+    if (!r.passed()) {
+      status = "check failed on " + p.describe() + ": " +
+               (r.status ? r.comparison.summary() : r.status.message());
+      return -1;
+    }
+    worst = std::max(worst, r.comparison.rel_l2_error);
+  }
+  return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Module 07 ladder benchmark: each rung checked, then timed"};
+  bool quick = false;
+  int iters = 10;
+  std::string json_path, dtype_text = "bf16";
+  app.add_flag("--quick", quick, "N = 2048 instead of 8192");
+  app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
+  app.add_option("--json", json_path, "write the rows as JSON (schema attn-ladder07/1)");
+  app.add_option("--dtype", dtype_text, "bf16 (default) or f16");
+  CLI11_PARSE(app, argc, argv);
+  DType t;
+  if (!parse_dtype(dtype_text, &t) || t == DType::f32) {
+    std::cerr << "error: --dtype must be bf16 or f16 (got '" << dtype_text << "')\n";
+    return 2;
+  }
+  if (cuda_device_count() == 0) {
+    std::cerr << "error: no GPU: " << no_device_reason() << "\n";
+    return 1;
+  }
+  const DeviceInfo dev = query_device();
+  std::cout << dev.summary() << "\n";
+
+  const int n = quick ? 2048 : 8192;
+  std::vector<Problem> shapes;
+  for (bool causal : {false, true})
+    for (auto [heads, d] : {std::pair{32, 64}, {16, 128}}) {
+      Problem p = Problem::make(16384 / n, heads, n, n, d, causal);
+      p.dtype = t;
+      shapes.push_back(p);
+    }
+
+  std::vector<Row> rows;
+  for (const Rung& rung : kRungs) {
+    std::string status = "ok";
+    const double check = check_rung(rung, t, status);
+    for (const Problem& p : shapes) {
+      Row row{rung.name, status, p, 0, 0, check};
+      if (check >= 0) {
+        try {
+          const Inputs in = random_inputs(p, 99);
+          auto upload = [t](const std::vector<float>& x) {
+            std::vector<uint16_t> bits(x.size());
+            for (size_t i = 0; i < x.size(); ++i) bits[i] = to_bits16(x[i], t);
+            return DeviceBuffer<uint16_t>(bits);
+          };
+          DeviceBuffer<uint16_t> q = upload(in.q), k = upload(in.k), v = upload(in.v);
+          DeviceBuffer<uint16_t> o(size_t(p.o_elements()));
+          const Timing tm = time_on_stream(
+              [&](cudaStream_t s) {
+                const Status st = rung.forward(p, q.get(), k.get(), v.get(), o.get(), s);
+                if (!st) throw std::runtime_error(st.message());
+              },
+              2, iters);
+          row.median_ms = tm.median_ms;
+          row.tflops = attention_flops(p) / (tm.median_ms * 1e9);
+        } catch (const std::exception& e) {
+          row.status = e.what();
+        }
+      }
+      std::printf("%-12s %-44s %9.3f ms %7.1f TFLOP/s  check %.1e  %s\n", rung.name,
+                  p.describe().c_str(), row.median_ms, row.tflops, row.check,
+                  row.status == "ok" ? "" : row.status.c_str());
+      rows.push_back(row);
+    }
+  }
+
+  // The short table: TFLOP/s per rung and shape.
+  std::printf("\n%-12s", "rung");
+  for (const Problem& p : shapes)
+    std::printf(" %14s", ("d" + std::to_string(p.head_dim) + (p.causal ? " causal" : "")).c_str());
+  std::printf("\n");
+  for (size_t i = 0; i < rows.size(); i += shapes.size()) {
+    std::printf("%-12s", rows[i].rung.c_str());
+    for (size_t j = 0; j < shapes.size(); ++j) std::printf(" %14.1f", rows[i + j].tflops);
+    std::printf("\n");
+  }
+
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << "{\n  \"schema\": \"attn-ladder07/1\",\n  \"device\": {\"name\": \"" << dev.name
+      << "\", \"cc\": \"" << dev.cc_major << "." << dev.cc_minor << "\", \"sms\": "
+      << dev.sm_count << ", \"sm_clock_mhz\": " << dev.sm_clock_khz / 1000 << "},\n"
+      << "  \"method\": {\"timing\": \"CUDA events per run, median\", \"runs_before_timed\": 2, "
+         "\"iterations\": "
+      << iters << ", \"check\": \"worst relative L2 error vs the double reference on 5 small "
+                  "shapes\"},\n  \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      f << "    {\"rung\": \"" << r.rung << "\", \"dtype\": \"" << dtype_name(r.p.dtype)
+        << "\", \"batch\": " << r.p.batch << ", \"heads\": " << r.p.heads
+        << ", \"seq\": " << r.p.seq_q << ", \"head_dim\": " << r.p.head_dim
+        << ", \"causal\": " << (r.p.causal ? "true" : "false") << ", \"median_ms\": "
+        << r.median_ms << ", \"tflops\": " << r.tflops << ", \"check_rel_l2\": " << r.check
+        << ", \"status\": \"" << (r.status == "ok" ? "ok" : "error") << "\"}"
+        << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    f << "  ]\n}\n";
+    std::cout << "wrote " << json_path << "\n";
+  }
+  for (const Row& r : rows)
+    if (r.status != "ok") return 1;
+  return 0;
+}

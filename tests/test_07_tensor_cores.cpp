@@ -1,0 +1,366 @@
+// Grader for module 07 (GPU): attention on the tensor cores, f16 and bf16. Built twice:
+// grade_07 (exercise), check_07 (solution). Without a GPU it exits 77 (skipped).
+//
+// The reference is the double-precision CPU attention on the SAME 16-bit inputs (the random
+// inputs are rounded to the dtype before anything runs), so the only differences left are the
+// kernel's own roundings: P rounded to 16 bits before P V, and O rounded on store. The
+// tolerance on the relative L2 error is default_tolerance(dtype) (common/compare.h): 2e-3 for
+// f16, 1e-2 for bf16 -- a correct kernel measures about 3e-4 and 2.3e-3 (README, section 6),
+// while a wrong fragment, mask or rescale gives 1e-1 or more.
+//
+// Every check runs in both dtypes: the shapes that break tiled kernels (odd lengths, seq_q !=
+// seq_k, head dims that are not 64 or 128, causal rows that see no key, large and rising
+// logits), strided and packed layouts, rows that are not 16-byte aligned (the 16-byte
+// cp.async path must fall back), GQA/MQA and grids past 65535.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/buffers.h"
+#include "common/compare.h"
+#include "common/half.h"
+#include "common/random.h"
+#include "common/reference.h"
+#include "modules/07_tensor_cores/tensor_cores.h"
+#include "tests/support.h"
+
+using namespace attn;
+
+namespace {
+
+const Kernel& kernel() { return testing::kernel_under_test(7, testing::impl_under_test()); }
+
+const char* kFragA = "modules/07_tensor_cores/README.md, section 2 (fragments: A from ldmatrix)";
+const char* kMma = "modules/07_tensor_cores/README.md, section 3 (S = Q K^T and O += P V)";
+const char* kPipeline = "modules/07_tensor_cores/README.md, section 4 (the pipeline you are given)";
+const char* kPitfalls = "modules/07_tensor_cores/README.md, section 6 (pitfalls)";
+
+constexpr DType kDtypes[] = {DType::bf16, DType::f16};
+
+// ---- Models of the classic bugs of this module --------------------------------------------
+
+using testing::matches;  // tests/support.h
+
+// Finite but wrong outputs: which missing piece reproduces them?
+std::vector<std::string> tensor_core_hints(const Problem& p, const Inputs& in,
+                                           const CheckResult& r) {
+  std::vector<std::string> hints;
+  if (r.comparison.nan_count > 0 || r.guard_writes > 0) return hints;  // diagnose() said why
+  const double work = double(p.batch) * p.heads * p.seq_q * double(p.seq_k) * p.head_dim;
+  if (work > 3e8) return hints;  // the models cost as much as the reference
+  const bool all_zero =
+      std::all_of(r.output.begin(), r.output.end(), [](float x) { return x == 0.0f; });
+  if (all_zero) {
+    hints.push_back("every output is 0: O += P V never accumulated anything (TODO 4, or P's "
+                    "fragments left at 0 in TODO 3)");
+    return hints;
+  }
+  // S = 0 everywhere gives the softmax of zeros, i.e. the plain average of the visible V rows.
+  const std::vector<float> zero_q(in.q.size(), 0.0f);
+  if (matches(p, r, reference_attention(p, zero_q, in.k, in.v)))
+    hints.push_back("the output is the plain average of V: every score was 0, so S = Q K^T "
+                    "never reached the accumulators (TODO 1 or TODO 2)");
+  return hints;
+}
+
+testing::CheckOptions lesson(const char* section, DType t) {
+  testing::CheckOptions o;
+  o.lesson = section;
+  o.tolerance = default_tolerance(t);
+  o.extra_hints = tensor_core_hints;
+  return o;
+}
+
+Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal, DType t,
+             Layout layout = Layout::BHSD, int kv_heads = 0) {
+  Problem p = Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
+  p.dtype = t;
+  return p;
+}
+
+// Fresh random inputs (rounded to p.dtype by random_inputs), run, compare.
+bool check(const Problem& p, const char* section, float range = 1.0f) {
+  testing::CheckOptions o = lesson(section, p.dtype);
+  o.range = range;
+  return testing::check_against_reference(kernel(), p, o);
+}
+
+void check_rising(const Problem& p) {
+  const double step = std::min(0.05, 24.0 / p.seq_k);
+  Inputs in = testing::rising_inputs(p, testing::next_seed(), step);
+  round_to_dtype(in.q, p.dtype);  // the reference must see the kernel's 16-bit inputs
+  round_to_dtype(in.k, p.dtype);
+  round_to_dtype(in.v, p.dtype);
+  testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls, p.dtype));
+}
+
+// ---- Q, K, V as views into ONE packed 16-bit buffer ----------------------------------------
+// As in module 06: a fused QKV projection writes [B, S, H + 2*KVH, D]; Q, K and V are views
+// into it with row stride (H + 2*KVH) * D. The buffer starts `shift` elements into its
+// allocation (an odd shift puts every pointer 2 bytes off a 16-byte boundary); O gets its own
+// buffer, `o_shift` elements in, with `o_pad` unused elements after every row.
+struct Packed {
+  int batch, heads, kv_heads, seq, head_dim;
+  bool causal = false;
+  int shift = 0, o_shift = 0, o_pad = 0;
+};
+
+bool check_packed(const Packed& c, DType t, const char* section) {
+  const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
+  Problem p = make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, t, Layout::BSHD,
+                   c.kv_heads);
+  p.q = p.k = p.v = Strides{c.seq * width, d, width};
+  const int64_t o_row = d + c.o_pad;
+  p.o = Strides{c.seq * c.heads * o_row, o_row, c.heads * o_row};
+  REQUIRE(validate(p).is_ok());
+
+  Inputs in;
+  in.seed = testing::next_seed();
+  std::vector<float> packed(size_t(c.shift + c.batch * c.seq * width));
+  fill_uniform(packed, in.seed);
+  round_to_dtype(packed, t);
+  const int64_t k_at = c.shift + c.heads * d, v_at = k_at + c.kv_heads * d;
+  auto slice = [&](int64_t at, int64_t n) {
+    REQUIRE(at + n <= int64_t(packed.size()));
+    return std::vector<float>(packed.begin() + at, packed.begin() + at + n);
+  };
+  in.q = slice(c.shift, p.q_elements());
+  in.k = slice(k_at, p.kv_elements());
+  in.v = slice(v_at, p.kv_elements());
+
+  CheckResult r;
+  r.backend = kernel().backend;
+  r.status = kernel().supports(p);
+  if (r.status) {
+    try {
+      std::vector<uint16_t> bits(packed.size());
+      std::transform(packed.begin(), packed.end(), bits.begin(),
+                     [t](float x) { return to_bits16(x, t); });
+      DeviceBuffer<uint16_t> qkv(bits);
+      DeviceBuffer<uint16_t> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
+      out.poison();
+      uint16_t* base = qkv.get();
+      r.status = kernel().forward16(p, base + c.shift, base + k_at, base + v_at,
+                                    out.get() + c.o_shift, nullptr);
+      if (r.status) {
+        ATTN_CUDA_CHECK(cudaGetLastError());
+        ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<uint16_t> all = out.to_host();
+        const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
+        r.output.resize(size_t(p.o_elements()));
+        std::transform(begin, end, r.output.begin(), [t](uint16_t b) {
+          return b == kPoisonBits16 ? poison_value() : from_bits16(b, t);
+        });
+        // Writes before O's first element or past its last count as writes past the end.
+        const auto written = [](uint16_t b) { return b != kPoisonBits16; };
+        r.guard_writes = std::count_if(all.begin(), begin, written) +
+                         std::count_if(end, all.end(), written);
+      }
+    } catch (const CudaError& e) {
+      r.status = Status::error(e.what());
+    }
+  }
+  if (r.status) {
+    r.reference = reference_attention(p, in.q, in.k, in.v);
+    r.comparison = compare_output(p, r.output, r.reference, default_tolerance(t));
+  }
+  INFO("Q, K, V are views into one packed [B, S, H + 2*KVH, D] " << dtype_name(t) << " buffer, "
+       << c.shift << " elements into its allocation; O starts " << c.o_shift
+       << " elements in, rows padded by " << c.o_pad);
+  return testing::report_against_reference(kernel(), p, in, r, lesson(section, t));
+}
+
+}  // namespace
+
+// ---- Shapes --------------------------------------------------------------------------------
+
+TEST_CASE("one small head, f16 and bf16") {
+  for (DType t : kDtypes) check(make(1, 1, 16, 16, 64, false, t), kFragA);
+}
+
+TEST_CASE("sequence lengths 1, 2, 17, 63, 64, 65, 127, 128, 129, 1000, causal and not") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (int n : {1, 2, 17, 63, 64, 65, 127, 128, 129, 1000})
+        check(make(1, 2, n, n, 64, causal, t), kMma);
+}
+
+TEST_CASE("a long sequence: 4097, causal and not, head dims 64 and 128") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (int d : {64, 128}) check(make(1, 1, 4097, 4097, d, causal, t), kPipeline);
+}
+
+TEST_CASE("seq_q != seq_k, both ways, causal and not") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (auto [sq, sk] : {std::pair{1, 4097}, {4097, 1}, {17, 1000}, {1000, 17}, {64, 65},
+                            {65, 64}, {100, 129}, {129, 100}})
+        check(make(1, 2, sq, sk, 64, causal, t), causal ? kPitfalls : kMma);
+}
+
+TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key and are 0") {
+  // A row that sees no key has l = 0: its output must be written, and be 0, not 0/0. With
+  // 140 queries over 100 keys the first query block holds both kinds of rows.
+  for (DType t : kDtypes)
+    for (int d : {16, 64, 128})
+      for (auto [sq, sk] : {std::pair{1000, 17}, {65, 2}, {4097, 1}, {300, 100}, {140, 100}})
+        check(make(2, 2, sq, sk, d, true, t), kPitfalls);
+}
+
+TEST_CASE("head dims 1, 8, 16, 32, 40, 59, 64, 72, 80, 96, 127, 128") {
+  // Below 64 the tile is padded to 64 columns, above to 128: the padding must be zeros in
+  // shared memory and never stored. Dims that are not a multiple of 8 take the element path.
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (int d : {1, 8, 16, 32, 40, 59, 64, 72, 80, 96, 127, 128}) {
+        check(make(1, 2, 130, 70, d, causal, t), kPipeline);
+        check(make(1, 2, 70, 130, d, causal, t), kPipeline);
+      }
+}
+
+TEST_CASE("many key tiles at every head dim") {
+  for (DType t : kDtypes)
+    for (int d : {32, 59, 64, 96, 128}) {
+      check(make(1, 2, 300, 1000, d, false, t), kMma);
+      check(make(1, 2, 300, 1000, d, true, t), kMma);
+    }
+}
+
+TEST_CASE("a last query block with one query, over many key tiles") {
+  // Blocks hold 64 queries: 65 and 129 leave one query in the last block, whose other rows
+  // must still load their share of every tile and reach every barrier.
+  for (DType t : kDtypes)
+    for (int sq : {65, 129})
+      for (bool causal : {false, true})
+        for (int d : {64, 128}) check(make(2, 2, sq, 300, d, causal, t), kPipeline);
+}
+
+TEST_CASE("several batches and heads in one launch") {
+  for (DType t : kDtypes) {
+    check(make(3, 5, 100, 90, 64, false, t), kPipeline);
+    check(make(3, 5, 300, 280, 96, true, t), kPipeline);
+  }
+}
+
+// ---- Numerics ------------------------------------------------------------------------------
+
+TEST_CASE("large logits: scores in the hundreds") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (int d : {64, 128}) {
+        check(make(1, 2, 128, 300, d, causal, t), kPitfalls, 30.0f);
+        check(make(1, 2, 300, 128, d, causal, t), kPitfalls, 30.0f);
+      }
+}
+
+TEST_CASE("rising scores: the running max moves at every key tile") {
+  for (DType t : kDtypes) {
+    for (int n : {129, 1000, 4097}) check_rising(make(1, 2, n, n, 64, false, t));
+    for (int d : {32, 59, 128}) check_rising(make(1, 2, 200, 1000, d, false, t));
+    check_rising(make(1, 2, 1000, 1000, 128, true, t));
+    check_rising(make(1, 8, 300, 700, 64, false, t, Layout::BSHD, 2));
+  }
+}
+
+TEST_CASE("a custom softmax scale") {
+  for (DType t : kDtypes) {
+    Problem p = make(1, 2, 50, 60, 64, false, t);
+    p.scale = 0.37f;
+    check(p, kPipeline);
+  }
+}
+
+// ---- Layouts and strides -------------------------------------------------------------------
+
+TEST_CASE("BSHD layout (heads interleaved per token), causal and not") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true})
+      for (auto [sq, sk] : {std::pair{65, 33}, {33, 65}, {200, 200}})
+        for (int d : {59, 64, 128}) check(make(2, 4, sq, sk, d, causal, t, Layout::BSHD), kPipeline);
+}
+
+TEST_CASE("padding between O's rows and heads must stay untouched") {
+  for (DType t : kDtypes)
+    for (bool causal : {false, true}) {
+      Problem p = make(2, 3, 37, 41, 24, causal, t);
+      p.o = {3 * (37 * 32 + 8), 37 * 32 + 8, 32};  // 8 unused elements after every row
+      p.q = {3 * 37 * 25, 37 * 25, 25};            // Q rows 1 element apart: not aligned
+      check(p, kPipeline);
+      Problem q = make(2, 4, 130, 70, 64, causal, t, Layout::BSHD);
+      q.o = {130 * 4 * 72, 72, 4 * 72};  // BSHD with 8 elements after every row
+      check(q, kPipeline);
+    }
+}
+
+TEST_CASE("Q, K, V as views into one packed QKV buffer; O with padded rows") {
+  for (DType t : kDtypes) {
+    check_packed({2, 4, 4, 77, 64}, t, kPipeline);
+    check_packed({2, 4, 4, 77, 64, true, 0, 0, 8}, t, kPipeline);
+    check_packed({1, 3, 3, 130, 128, true}, t, kPipeline);
+    check_packed({2, 8, 2, 70, 64, false}, t, kPipeline);  // GQA-packed [B, S, H + 2*KVH, D]
+    check_packed({1, 8, 1, 129, 128, true, 0, 0, 8}, t, kPipeline);
+  }
+}
+
+TEST_CASE("rows not 16-byte aligned: the cp.async path must fall back") {
+  for (DType t : kDtypes) {
+    // Row strides of 68 and 66 elements (head_dim 64): K rows 8 bytes, V rows 4 bytes off.
+    Problem p = make(1, 2, 70, 100, 64, false, t);
+    p.k = {2 * 100 * 68, 100 * 68, 68};
+    p.v = {2 * 100 * 66, 100 * 66, 66};
+    check(p, kPipeline);
+    // Every stride a multiple of 8 elements, every pointer 2 bytes (one element) off.
+    check_packed({1, 2, 2, 70, 64, false, 1, 1}, t, kPipeline);
+    check_packed({2, 2, 2, 100, 128, true, 3, 1, 8}, t, kPipeline);
+  }
+}
+
+// ---- Grouped K/V heads ---------------------------------------------------------------------
+
+TEST_CASE("grouped K/V heads: GQA with 8 query heads over 2 and 4 K/V heads, and MQA") {
+  for (DType t : kDtypes) {
+    for (int kv : {4, 2, 1})
+      for (bool causal : {false, true})
+        for (Layout layout : {Layout::BHSD, Layout::BSHD}) {
+          check(make(2, 8, 100, 130, 64, causal, t, layout, kv), kPipeline);
+          check(make(1, 8, 130, 65, 128, causal, t, layout, kv), kPipeline);
+        }
+    check(make(1, 32, 1, 4097, 128, false, t, Layout::BSHD, 1), kPipeline);  // MQA decoding
+  }
+}
+
+// ---- Grid limits ---------------------------------------------------------------------------
+
+TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
+  for (DType t : kDtypes) {
+    check(make(7, 10000, 3, 5, 16, true, t), kPipeline);
+    check(make(70000, 1, 2, 3, 16, false, t), kPipeline);
+  }
+}
+
+TEST_CASE("grid limits: more than 65535 query blocks in one head") {
+  if (testing::sanitizer_light()) {
+    MESSAGE("not run under ATTN_SANITIZER_LIGHT: 4.2M queries are too many for a sanitizer");
+    return;
+  }
+  check(make(1, 1, 64 * 65535 + 1, 3, 16, false, DType::bf16), kPipeline);
+}
+
+// ---- What the module accepts ---------------------------------------------------------------
+
+TEST_CASE("supports f16/bf16, causal, GQA and head_dim up to 128; refuses the rest in one line") {
+  for (DType t : kDtypes) {
+    CHECK(kernel().supports(make(1, 1, 4, 4, 128, false, t)).is_ok());
+    CHECK(kernel().supports(make(1, 8, 4, 4, 64, true, t, Layout::BSHD, 2)).is_ok());
+    const Status wide = kernel().supports(make(1, 1, 4, 4, 129, false, t));
+    CHECK_FALSE(wide.is_ok());
+    CHECK(wide.message().find("head_dim") != std::string::npos);
+    CHECK(wide.message().find('\n') == std::string::npos);
+  }
+  const Status f32 = kernel().supports(make(1, 1, 4, 4, 64, false, DType::f32));
+  CHECK_FALSE(f32.is_ok());
+  CHECK(f32.message().find("bf16") != std::string::npos);
+  CHECK(f32.message().find('\n') == std::string::npos);
+}
