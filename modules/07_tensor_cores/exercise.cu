@@ -7,7 +7,7 @@
 // (mma_primitives.cuh): one wrapper per PTX instruction (Elem<T>::mma, ldmatrix_x4,
 // ldmatrix_x4_trans) and the fragment layouts they use. Your part, the four functions of
 // WarpMma below:
-//   TODO 1  load_q: Q rows -> A fragments with ldmatrix (README, section 2);
+//   TODO 1  load_a: a 16 x 16 block of Q -> an A fragment with ldmatrix (README, section 2);
 //   TODO 2  qk:     S += Q K^T with ldmatrix and mma (README, section 3);
 //   TODO 3  pack_p: the S accumulators (f32) -> A fragments of P (16-bit), in registers;
 //   TODO 4  pv:     O += P V with ldmatrix.trans and mma (README, section 3).
@@ -25,31 +25,27 @@
 namespace attn::m07::ATTN_IMPL {
 
 struct WarpMma {
-  // TODO(1): the A fragments of Q rows row0 .. row0 + 16 * kRowTiles - 1 for every k-step kk
-  // (16 head-dim columns): qf[mt][kk][0..3] = a0..a3 of rows row0 + 16 mt .., columns 16 kk ...
-  // One ldmatrix_x4 per (mt, kk) does it: which row and which chunk must lane `lane` point at
-  // so that its four matrices are a0, a1, a2, a3? (README, section 2, "A from ldmatrix")
-  template <class T, class C>
-  static __device__ __forceinline__ void load_q(uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
-                                                uint32_t sQ, int row0, int lane) {
-    (void)sQ, (void)row0, (void)lane;
-#pragma unroll
-    for (int mt = 0; mt < C::kRowTiles; ++mt)
-#pragma unroll
-      for (int kk = 0; kk < C::D / 16; ++kk)
-        qf[mt][kk][0] = qf[mt][kk][1] = qf[mt][kk][2] = qf[mt][kk][3] = 0u;
+  // TODO(1): the A fragment of the 16 x 16 block at rows row0 .. row0 + 15, columns
+  // 16 kk .. 16 kk + 15 of a shared tile (Q): a[0..3] = a0..a3 of the fragment layout.
+  // One ldmatrix_x4 does it: which row and which chunk must lane `lane` point at so that its
+  // four matrices are a0, a1, a2, a3? (README, section 2, "A from ldmatrix")
+  template <class C>
+  static __device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int row0,
+                                                int kk, int lane) {
+    (void)tile, (void)row0, (void)kk, (void)lane;
+    a[0] = a[1] = a[2] = a[3] = 0u;
   }
 
   // TODO(2): s[mt][n] (rows of row tile mt x keys 8n .. 8n + 7 of the tile) += Q K^T.
+  // q.get(mt, kk, a) gives Q's A fragment of row tile mt, k-step kk (it calls your load_a).
   // For each k-step kk and each 8-key block n, the B operand is K^T[16kk .., 8n ..]: b0 holds
   // K[key 8n + g][d 16kk + 2t, +1], two consecutive elements of a stored K row. One
-  // ldmatrix_x4 can fetch the b0, b1 of two 8-key blocks; then Elem<T>::mma(s[mt][n], qf[mt][kk],
-  // b0, b1) for every row tile, so each fragment is loaded once and used kRowTiles times.
-  template <class T, class C>
+  // ldmatrix_x4 can fetch the b0, b1 of two 8-key blocks; then Elem<T>::mma(s[mt][n], a, b0,
+  // b1) for every row tile, so each K fragment is loaded once and used kRowTiles times.
+  template <class T, class C, class QFrags>
   static __device__ __forceinline__ void qk(float (&s)[C::kRowTiles][C::kKeys / 8][4],
-                                            const uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
-                                            uint32_t sK, int lane) {
-    (void)s, (void)qf, (void)sK, (void)lane;
+                                            const QFrags& q, uint32_t sK, int lane) {
+    (void)s, (void)q, (void)sK, (void)lane;
   }
 
   // TODO(3): the A fragments of P for P V, from the S accumulators after the softmax.

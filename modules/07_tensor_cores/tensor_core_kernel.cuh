@@ -3,17 +3,18 @@
 // functions that the exercise (exercise.cu) and the solution (solutions/07_tensor_cores/
 // solution.cu) provide (README, section 3):
 //
-//   Warp::load_q<T, C>(qf, sQ, row0, lane)   Q rows row0 .. row0 + 16*kRowTiles - 1 of the
-//                                            shared Q tile -> A fragments, all k-steps
-//   Warp::qk<T, C>(s, qf, sK, lane)          s += Q K^T for the warp's rows x the tile's keys
+//   Warp::load_a<C>(a, tile, row0, kk, lane)  the A fragment of rows row0 .. row0 + 15,
+//                                             columns 16 kk .. 16 kk + 15 of a shared tile
+//   Warp::qk<T, C>(s, q, sK, lane)           s += Q K^T for the warp's rows x the tile's keys;
+//                                             q.get(mt, kk, a) hands out Q's A fragments
 //   Warp::pack_p<T, C>(pa, s)                 P (f32 accumulators) -> A fragments (16-bit)
 //   Warp::pv<T, C>(o, pa, sV, lane)           o += P V for the warp's rows x all D columns
 //
 // Work partitioning (FlashAttention-2): a block of kWarps warps owns kQueries consecutive
-// queries of one (batch, head); each warp owns 16 * kRowTiles of them outright. Its Q
-// fragments, its S tile, its softmax statistics and its O accumulators all live in its
-// registers; warps share only the K and V tiles in shared memory, which the whole block
-// streams through in tiles of kKeys keys:
+// queries of one (batch, head); each warp owns 16 * kRowTiles of them outright. Its S tile,
+// its softmax statistics and its O accumulators live in its registers (Q too, or Q is re-read
+// from shared memory); warps share only the K and V tiles in shared memory, which the whole
+// block streams through in tiles of kKeys keys:
 //
 //     per K/V tile, per warp:   S = Q K^T          (D/16 x kKeys/8 mma per row tile)
 //                               online softmax on the S registers (quad shuffles)
@@ -35,19 +36,37 @@ namespace attn::m07 {
 
 constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = 2^(x * log2(e))
 
+// How K/V copies overlap the math (README, section 4):
+//   sync       each tile is copied, waited for, then computed: nothing overlaps (a ladder rung);
+//   two_stage  K and V double-buffered: tile t + 1 is copied while tile t is computed; one
+//              barrier per tile;
+//   fa2        one K and one V buffer, copied as separate groups in FlashAttention-2's order:
+//                wait K(t), barrier | copy V(t) | S = Q K(t)^T, softmax |
+//                wait V(t), barrier | copy K(t + 1) | O += P V(t)
+//              V(t) lands while S and the softmax run, K(t + 1) while P V runs. Half the
+//              shared memory of two_stage, two barriers per tile; the copy code runs after the
+//              softmax, when S has become P (half the registers): that is what lets
+//              32 rows per warp at D = 128 fit in 255 registers without spills.
+enum class Pipeline { sync, two_stage, fa2 };
+
 // One kernel configuration. D: the padded head dim (64 or 128; head_dim <= D, the padding
 // columns are zeros). kWarps warps x kRowTiles 16-row tiles each = kQueries queries per
-// block; kKeys keys per K/V tile; kMinBlocks for __launch_bounds__ (caps registers so that
-// many blocks fit on an SM). The three flags are rungs of the README's ladder (section 5):
-//   kSwizzle   XOR-swizzled shared tiles (else plain rows: 8-way ldmatrix bank conflicts);
-//   kAsync     K/V tile t+1 copied with cp.async while tile t is computed (else every tile is
-//              copied, waited for and then computed: the copy is not hidden);
-//   kQInSmemStage  Q is staged in the second K/V buffer, moved to registers, and the buffer
-//              handed to the pipeline (saves kQueries * D * 2 bytes of shared memory, which
-//              buys a block per SM only where registers are not the limit); else Q has its
-//              own buffer.
+// block; kKeys keys per K/V tile; kMinBlocks for __launch_bounds__ (caps the registers so that
+// that many blocks fit on an SM). The other options are rungs of the README's ladder
+// (section 5):
+//   kSwizzle        XOR-swizzled shared tiles (else plain rows: 8-way ldmatrix conflicts);
+//   kPipeline       see Pipeline;
+//   kQInRegisters   Q's A fragments loaded once into registers (Q passes through shared
+//                   memory once, staged in a K/V buffer that is filled later); else Q keeps
+//                   its own shared buffer and its fragments are re-read for every K/V tile
+//                   (fewer registers: at D = 128 with 32 rows per warp, O and S alone take
+//                   192 of the 255);
+//   kQBlocksFast    consecutive blocks take consecutive query blocks of one head (the blocks
+//                   on the GPU at one time cover a few heads, whose K/V stays in L2); else
+//                   consecutive blocks take the same query block of consecutive heads.
 template <int D_, int kWarps_, int kRowTiles_, int kKeys_, int kMinBlocks_, bool kSwizzle_ = true,
-          bool kAsync_ = true, bool kQInSmemStage_ = true>
+          Pipeline kPipeline_ = Pipeline::two_stage, bool kQInRegisters_ = true,
+          bool kQBlocksFast_ = false>
 struct Config {
   static constexpr int D = D_;
   static constexpr int kWarps = kWarps_;
@@ -55,20 +74,24 @@ struct Config {
   static constexpr int kKeys = kKeys_;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kSwizzle = kSwizzle_;
-  static constexpr bool kAsync = kAsync_;
-  static constexpr bool kQInSmemStage = kQInSmemStage_ && kAsync_;
+  static constexpr Pipeline kPipeline = kPipeline_;
+  static constexpr bool kQInRegisters = kQInRegisters_;
+  static constexpr bool kQBlocksFast = kQBlocksFast_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWarpRows = 16 * kRowTiles;
   static constexpr int kQueries = kWarps * kWarpRows;
-  static constexpr int kTileElems = kKeys * D;       // one K or V tile
-  static constexpr int kStageElems = 2 * kTileElems;  // K and V of one tile
-  static constexpr int kStages = kAsync ? 2 : 1;
-  // Shared memory (16-bit elements): [K0 | V0 | K1 | V1] then Q, or Q over [K1 | V1].
-  static constexpr int kQOffset = kQInSmemStage ? kStageElems : kStages * kStageElems;
+  static constexpr int kTileElems = kKeys * D;  // one K or V tile
+  // Shared memory, in 16-bit elements: K and V buffers first, [K0 | V0 | K1 | V1] (two_stage)
+  // or [K | V]; then Q. With Q in registers (and copies in the background) Q is staged over
+  // the buffer that is written last, K1 (two_stage) or V (fa2), so it costs no space of its
+  // own; the epilogue stages O at the same place.
+  static constexpr int kBufferElems = (kPipeline == Pipeline::two_stage ? 4 : 2) * kTileElems;
+  static constexpr bool kQStaged = kQInRegisters && kPipeline != Pipeline::sync;
+  static constexpr int kQOffset =
+      !kQStaged ? kBufferElems : kPipeline == Pipeline::two_stage ? 2 * kTileElems : kTileElems;
   static constexpr int kQElems = kQueries * D;
-  static constexpr int kSmemElems = kQOffset + kQElems > kStages * kStageElems
-                                        ? kQOffset + kQElems
-                                        : kStages * kStageElems;
+  static constexpr int kSmemElems =
+      kQOffset + kQElems > kBufferElems ? kQOffset + kQElems : kBufferElems;
   static constexpr int kSmemBytes = 2 * kSmemElems;
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(kKeys % 16 == 0, "whole k-steps of P V");
@@ -95,18 +118,23 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* __rest
   static_assert(C::kThreads % kChunks == 0 && kRows % kRowStep == 0, "whole passes");
   const int c = int(threadIdx.x) % kChunks;
   const int r0 = int(threadIdx.x) / kChunks;
+  const bool column_ok = c * 8 < head_dim;
+  // One pointer stepped down the rows: no 64-bit multiply per row (registers are scarce in
+  // this kernel: see Config::kQInRegisters).
+  const uint16_t* src = g + r0 * ld + c * 8;
+  const int64_t step = kRowStep * ld;
 #pragma unroll
-  for (int n = 0; n < kRows / kRowStep; ++n) {
+  for (int n = 0; n < kRows / kRowStep; ++n, src += step) {
     const int r = r0 + n * kRowStep;
     uint16_t* dst = tile + chunk_offset<C::D, C::kSwizzle>(r, c);
     if constexpr (kVec) {
-      const bool ok = r < rows_valid && c * 8 < head_dim;
-      cp_async_16(smem_u32(dst), ok ? g + r * ld + c * 8 : g, ok);
+      const bool ok = column_ok && r < rows_valid;
+      cp_async_16(smem_u32(dst), ok ? src : g, ok);
     } else {
       uint16_t x[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        x[e] = r < rows_valid && c * 8 + e < head_dim ? g[r * ld + c * 8 + e] : uint16_t(0);
+        x[e] = r < rows_valid && c * 8 + e < head_dim ? src[e] : uint16_t(0);
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(x);
     }
   }
@@ -122,28 +150,32 @@ __device__ __forceinline__ int visible_end(const Problem& p, int i) {
   return int(end < 0 ? 0 : end > p.seq_k ? p.seq_k : end);
 }
 
+// Sets the scores of keys a row does not see to -inf, on one 16-row tile of S accumulators.
+// Lane (g, t) holds rows g and g + 8 of the tile (row_end[0], row_end[1]: the first key each
+// does not see), keys 8n + 2t and 8n + 2t + 1 of every 8-key block n (README, section 3).
+template <class C>
+__device__ __forceinline__ void apply_mask(float (&s)[C::kKeys / 8][4], int key0,
+                                           const int (&row_end)[2], int lane) {
+  const int key_lane = key0 + 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < C::kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key_lane + 8 * n + (e & 1) >= row_end[e >> 1]) s[n][e] = -INFINITY;
+}
+
 // The online softmax on one 16-row tile of S accumulators, in registers (module 03, section 1,
-// in base-2 units). Lane (g, t) holds rows g and g + 8 of the tile, keys 8n + 2t and
-// 8n + 2t + 1 of every 8-key block n: a row lives in the 4 lanes of a quad, so its max needs
-// two xor-shuffles (1, 2). The row sum l stays a per-lane partial sum (the 4 lanes share m,
-// so their partial sums rescale alike) and is reduced once at the end.
+// in base-2 units). A row lives in the 4 lanes of a quad, so its max needs two xor-shuffles
+// (1, 2). The row sum l stays a per-lane partial sum (the 4 lanes share m, so their partial
+// sums rescale alike) and is reduced once at the end.
 //   m_new = max(m, scale_log2 * rowmax(S));  alpha = 2^(m - m_new) rescales O and l;
 //   p = 2^(scale_log2 * s - m_new): one FFMA and one MUFU.EX2 per score.
 // A row that has seen only masked keys keeps m = -inf; it subtracts 0 instead, so p = 2^-inf
 // = 0 and alpha = 0, never -inf - (-inf) = NaN (module 04, section 1).
-template <class C, bool kMask>
+template <class C>
 __device__ __forceinline__ void online_softmax(float (&s)[C::kKeys / 8][4], float (&m)[2],
                                                float (&l)[2], float (&o)[C::D / 8][4],
-                                               float scale_log2, int key0,
-                                               const int (&row_end)[2], int lane) {
-  if constexpr (kMask) {  // the tile crosses seq_k or the causal diagonal
-    const int key_lane = key0 + 2 * (lane & 3);
-#pragma unroll
-    for (int n = 0; n < C::kKeys / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (key_lane + 8 * n + (e & 1) >= row_end[e >> 1]) s[n][e] = -INFINITY;
-  }
+                                               float scale_log2) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < C::kKeys / 8; ++n) {
@@ -175,6 +207,36 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kKeys / 8][4], floa
   }
 }
 
+// Where Warp::qk gets Q's A fragments: q.get(mt, kk, a) for row tile mt, k-step kk.
+// In registers: loaded once with Warp::load_a, then handed out (the copy is free once inlined).
+template <class Warp, class C, bool kInRegisters = C::kQInRegisters>
+struct QFragments {
+  uint32_t f[C::kRowTiles][C::D / 16][4];
+  __device__ __forceinline__ void load(uint32_t sQ, int row0, int lane) {
+#pragma unroll
+    for (int mt = 0; mt < C::kRowTiles; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < C::D / 16; ++kk)
+        Warp::template load_a<C>(f[mt][kk], sQ, row0 + 16 * mt, kk, lane);
+  }
+  __device__ __forceinline__ void get(int mt, int kk, uint32_t (&a)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = f[mt][kk][i];
+  }
+};
+// Re-read from the shared Q tile at every use: 4 registers live instead of kRowTiles * D / 4.
+template <class Warp, class C>
+struct QFragments<Warp, C, false> {
+  uint32_t sQ;
+  int row0, lane;
+  __device__ __forceinline__ void load(uint32_t sQ_, int row0_, int lane_) {
+    sQ = sQ_, row0 = row0_, lane = lane_;
+  }
+  __device__ __forceinline__ void get(int mt, int kk, uint32_t (&a)[4]) const {
+    Warp::template load_a<C>(a, sQ, row0 + 16 * mt, kk, lane);
+  }
+};
+
 template <class Warp, class T, class C, bool kCausal, bool kVec>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     flash_tc_kernel(Problem p, float scale_log2, int query_blocks, const uint16_t* __restrict__ q,
@@ -187,12 +249,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
 
-  // One flat grid over (query block, batch x head), batch x head fastest. Query blocks are
-  // handed out last first: with the causal mask the last block visits the most keys, so the
-  // heaviest blocks start first and the light ones fill the tail.
-  const int bh_count = p.batch * p.heads;
-  const int query_block = query_blocks - 1 - int(blockIdx.x / unsigned(bh_count));
-  const int bh = int(blockIdx.x % unsigned(bh_count));
+  // One flat grid over (query block, batch x head): no 65535 limit. Query blocks are handed
+  // out last first: with the causal mask the last block of a head visits the most keys, so
+  // the heaviest blocks start first and the light ones fill the tail of the schedule.
+  int query_block, bh;
+  if constexpr (C::kQBlocksFast) {
+    query_block = query_blocks - 1 - int(blockIdx.x % unsigned(query_blocks));
+    bh = int(blockIdx.x / unsigned(query_blocks));
+  } else {
+    const unsigned bh_count = unsigned(p.batch) * unsigned(p.heads);
+    query_block = query_blocks - 1 - int(blockIdx.x / bh_count);
+    bh = int(blockIdx.x % bh_count);
+  }
   const int b = bh / p.heads, h = bh % p.heads;
   const int q0 = query_block * C::kQueries;
 
@@ -200,36 +268,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const uint16_t* k_head = k + Problem::offset(p.k, b, p.kv_head(h), 0);
   const uint16_t* v_head = v + Problem::offset(p.v, b, p.kv_head(h), 0);
 
-  // The key tiles this block visits: up to the last key its last query sees.
+  // The key tiles the block loads: up to the last key its last query sees.
   const int q_last = min(q0 + C::kQueries, p.seq_q) - 1;
   const int tiles = (visible_end<kCausal>(p, q_last) + BC - 1) / BC;  // 0: sees no key
-  // Keys below kv_full are seen by every query of the block: those tiles need no mask.
-  const int kv_full = visible_end<kCausal>(p, q0);
+  // The keys this warp computes with: a tile is skipped by a warp none of whose queries sees
+  // any of its keys (causal: the last tiles of a block, for its first warps), and needs the
+  // mask only if it reaches past the keys the warp's first row sees.
+  const int warp_q0 = q0 + warp * C::kWarpRows;
+  const int warp_end =
+      warp_q0 < p.seq_q
+          ? visible_end<kCausal>(p, min(warp_q0 + C::kWarpRows, p.seq_q) - 1)
+          : 0;
+  const int warp_full = visible_end<kCausal>(p, warp_q0);
 
   // Per lane: rows g and g + 8 of each row tile; the first key each does not see. (Rows past
   // seq_q get some value: their outputs are never stored.)
-  const int row_base = warp * C::kWarpRows + lane / 4;
+  const int row_base = warp_q0 + lane / 4;
   int row_end[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      row_end[mt][r] = visible_end<kCausal>(p, q0 + row_base + 16 * mt + 8 * r);
-
-  // Prologue: Q and K/V tile 0 in flight together, then Q into registers.
-  const uint32_t s_base = smem_u32(smem);
-  constexpr uint32_t kTileBytes = 2 * C::kTileElems;
-  load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
-  if (tiles > 0) {
-    load_tile<C, BC, kVec>(smem, k_head, p.k.seq, p.seq_k, p.head_dim);
-    load_tile<C, BC, kVec>(smem + C::kTileElems, v_head, p.v.seq, p.seq_k, p.head_dim);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  uint32_t qf[MT][D / 16][4];
-  Warp::template load_q<T, C>(qf, smem_u32(q_tile), warp * C::kWarpRows, lane);
-  if constexpr (C::kQInSmemStage) __syncthreads();  // Q is in registers: stage 1 is free
+    for (int r = 0; r < 2; ++r) row_end[mt][r] = visible_end<kCausal>(p, row_base + 16 * mt + 8 * r);
 
   float acc[MT][D / 8][4];  // O, unnormalized, in the C layout
   float m[MT][2], l[MT][2];
@@ -242,60 +301,113 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     l[mt][0] = l[mt][1] = 0.f;
   }
 
-  // Main loop. kAsync: at the top of iteration t, tile t is complete in stage t % 2 and
-  // nobody reads stage (t + 1) % 2 any more (the barrier at the end of iteration t - 1), so
-  // tile t + 1 is copied there while tile t is computed.
-  for (int t = 0; t < tiles; ++t) {
+  const uint32_t s_base = smem_u32(smem);
+  constexpr int kTile = C::kTileElems;
+  auto load_k = [&](uint16_t* dst, int t) {
+    load_tile<C, BC, kVec>(dst, k_head + int64_t(t) * BC * p.k.seq, p.k.seq, p.seq_k - t * BC,
+                           p.head_dim);
+  };
+  auto load_v = [&](uint16_t* dst, int t) {
+    load_tile<C, BC, kVec>(dst, v_head + int64_t(t) * BC * p.v.seq, p.v.seq, p.seq_k - t * BC,
+                           p.head_dim);
+  };
+  QFragments<Warp, C> qf;
+
+  // One K/V tile of math for this warp. `middle` is the fa2 pipeline's middle step (wait for
+  // V(t), barrier, copy K(t + 1)), run after the softmax; every warp runs it, active or not.
+  auto tile_math = [&](int t, uint32_t sK, uint32_t sV, auto&& middle) {
     const int key0 = t * BC;
-    const int stage = C::kAsync ? t & 1 : 0;
-    if constexpr (C::kAsync) {
+    const bool active = key0 < warp_end;  // the same for the whole warp: no divergence
+    float s[MT][BC / 8][4];
+    uint32_t pa[MT][BC / 16][4];
+    if (active) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+      Warp::template qk<T, C>(s, qf, sK, lane);
+      if (key0 + BC > warp_full) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) apply_mask<C>(s[mt], key0, row_end[mt], lane);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) online_softmax<C>(s[mt], m[mt], l[mt], acc[mt], scale_log2);
+      Warp::template pack_p<T, C>(pa, s);
+    }
+    middle();
+    if (active) Warp::template pv<T, C>(acc, pa, sV, lane);
+  };
+
+  if constexpr (C::kPipeline == Pipeline::fa2) {
+    // Groups in flight, in order: Q + K(0), then per tile V(t) and K(t + 1).
+    uint16_t* const k_buf = smem;
+    uint16_t* const v_buf = smem + kTile;
+    load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
+    if (tiles > 0) load_k(k_buf, 0);
+    cp_async_commit();
+    if constexpr (C::kQInRegisters) {  // Q is staged in the V buffer: into registers first
+      cp_async_wait<0>();
+      __syncthreads();
+      qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
+    } else {
+      qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
+    }
+    for (int t = 0; t < tiles; ++t) {
+      cp_async_wait<0>();  // K(t) has landed (own copies) ...
+      __syncthreads();     // ... everyone's; everyone is done with V(t - 1) (and staged Q)
+      load_v(v_buf, t);
+      cp_async_commit();
+      tile_math(t, s_base, s_base + 2 * kTile, [&] {
+        cp_async_wait<0>();  // V(t) has landed ...
+        __syncthreads();     // ... everyone's; everyone is done with K(t)
+        if (t + 1 < tiles) load_k(k_buf, t + 1);
+        cp_async_commit();
+      });
+    }
+  } else if constexpr (C::kPipeline == Pipeline::two_stage) {
+    // At the top of iteration t, tile t is complete in stage t % 2 and nobody reads stage
+    // (t + 1) % 2 any more (the barrier at the end of t - 1): tile t + 1 is copied there.
+    load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
+    if (tiles > 0) {
+      load_k(smem, 0);
+      load_v(smem + kTile, 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
+    if constexpr (C::kQStaged) __syncthreads();  // Q is in registers: stage 1 is free
+    for (int t = 0; t < tiles; ++t) {
+      const int stage = t & 1;
       if (t + 1 < tiles) {
-        uint16_t* next = smem + (stage ^ 1) * C::kStageElems;
-        const int key1 = key0 + BC;
-        load_tile<C, BC, kVec>(next, k_head + key1 * p.k.seq, p.k.seq, p.seq_k - key1,
-                               p.head_dim);
-        load_tile<C, BC, kVec>(next + C::kTileElems, v_head + key1 * p.v.seq, p.v.seq,
-                               p.seq_k - key1, p.head_dim);
+        load_k(smem + (stage ^ 1) * 2 * kTile, t + 1);
+        load_v(smem + (stage ^ 1) * 2 * kTile + kTile, t + 1);
       }
       cp_async_commit();
-    } else if (t > 0) {  // one buffer: copy tile t now and wait for it (nothing overlaps)
-      load_tile<C, BC, kVec>(smem, k_head + key0 * p.k.seq, p.k.seq, p.seq_k - key0, p.head_dim);
-      load_tile<C, BC, kVec>(smem + C::kTileElems, v_head + key0 * p.v.seq, p.v.seq,
-                             p.seq_k - key0, p.head_dim);
+      const uint32_t sK = s_base + stage * 4 * kTile;  // bytes: 2 per element
+      tile_math(t, sK, sK + 2 * kTile, [] {});
+      cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
+      __syncthreads();     // ... everyone's; and nobody reads this stage any more
+    }
+  } else {  // sync: one buffer, every tile copied, waited for, then computed
+    load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
+    cp_async_commit();
+    if constexpr (!C::kQInRegisters) qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
+    for (int t = 0; t < tiles; ++t) {
+      load_k(smem, t);
+      load_v(smem + kTile, t);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
+      if (C::kQInRegisters && t == 0) qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
+      tile_math(t, s_base, s_base + 2 * kTile, [] {});
+      __syncthreads();  // everyone is done with this tile before the next copy
     }
-    const uint32_t sK = s_base + stage * 2 * kTileBytes;
-    const uint32_t sV = sK + kTileBytes;
-
-    float s[MT][BC / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
-    Warp::template qk<T, C>(s, qf, sK, lane);
-
-    // Only tiles that cross seq_k or the diagonal need the mask; the test is the same for the
-    // whole block, so the branch does not diverge.
-    const bool needs_mask = key0 + BC > kv_full;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if (needs_mask)
-        online_softmax<C, true>(s[mt], m[mt], l[mt], acc[mt], scale_log2, key0, row_end[mt],
-                                lane);
-      else
-        online_softmax<C, false>(s[mt], m[mt], l[mt], acc[mt], scale_log2, key0, row_end[mt],
-                                 lane);
-    }
-
-    uint32_t pa[MT][BC / 16][4];
-    Warp::template pack_p<T, C>(pa, s);
-    Warp::template pv<T, C>(acc, pa, sV, lane);
-
-    if constexpr (C::kAsync) cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
-    __syncthreads();  // ... everyone's; and nobody reads this stage any more
   }
+  // Every copy has landed and every warp is done with the K/V buffers, which the O staging
+  // below may overlap (and a block that visits no tile still has its Q copy in flight).
+  cp_async_wait<0>();
+  __syncthreads();
 
   // Epilogue: l summed over the quad, O / l rounded to 16 bits, staged through the warp's own
   // rows of the Q area, then written out as 16-byte row chunks (coalesced).
@@ -388,11 +500,13 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   return Status::ok();
 }
 
-// The production configurations (README, section 5 measures them on the H100):
-// D = 64: 4 warps x 16 rows, 64-key tiles, 3 blocks per SM (at most 168 registers).
-// D = 128: 4 warps x 16 rows, 64-key tiles, 2 blocks per SM.
-using Config64 = Config<64, 4, 1, 64, 3>;
-using Config128 = Config<128, 4, 1, 64, 2>;
+// The production configurations, the fastest measured on the H100 (README, section 5):
+// D = 64: 4 warps x 32 rows (every K and V fragment feeds 4 mma), 64-key tiles, Q in
+//   registers, two stages, 2 blocks per SM, query blocks of a head on neighbouring blocks.
+// D = 128: 4 warps x 32 rows, 64-key tiles, Q re-read from shared memory (O and S take 192
+//   registers), FlashAttention-2's copy order, 2 blocks per SM.
+using Config64 = Config<64, 4, 2, 64, 2, true, Pipeline::two_stage, true, true>;
+using Config128 = Config<128, 4, 2, 64, 2, true, Pipeline::fa2, false, false>;
 
 template <class Warp, class C64, class C128>
 Status launch_for_head_dim(const Problem& p, const void* q, const void* k, const void* v,

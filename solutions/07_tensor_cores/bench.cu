@@ -11,8 +11,9 @@
 //                 (unswizzled) shared tiles; each K/V tile copied, waited for, then computed
 //   mma_swizzle   + the XOR swizzle: conflict-free ldmatrix
 //   mma_async     + cp.async double buffering: tile t + 1 copied while tile t is computed
-//   mma_qstage    + Q staged in the second K/V buffer (less shared memory per block)
-//   mma_tuned     occupancy and rows per warp tuned per head dim (see kRungs)
+//   rows32        + 32 query rows per warp (two row tiles share every K and V fragment)
+//   fa2_pipeline  + FlashAttention-2's copy order (D = 128)
+//   qblocks_fast  + neighbouring blocks take query blocks of the same head
 //   forward       the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -84,21 +85,27 @@ struct Rung {
   Forward16Fn forward;
 };
 
-// Config<D, warps, row tiles per warp, keys per tile, min blocks per SM, swizzle, async, Q staged>
+// Config<D, warps, row tiles per warp, keys per tile, min blocks per SM, swizzle, pipeline,
+//        Q in registers, query blocks fast> (tensor_core_kernel.cuh)
+using m07::Pipeline;
+constexpr Pipeline kSync = Pipeline::sync, kTwo = Pipeline::two_stage, kFa2 = Pipeline::fa2;
 const Rung kRungs[] = {
     {"wmma", run_wmma},
-    {"mma_plain", run_rung<Config<64, 4, 1, 64, 3, false, false, false>,
-                           Config<128, 4, 1, 64, 2, false, false, false>>},
-    {"mma_swizzle", run_rung<Config<64, 4, 1, 64, 3, true, false, false>,
-                             Config<128, 4, 1, 64, 2, true, false, false>>},
-    {"mma_async", run_rung<Config<64, 4, 1, 64, 3, true, true, false>,
-                           Config<128, 4, 1, 64, 2, true, true, false>>},
-    {"mma_qstage", run_rung<Config<64, 4, 1, 64, 3, true, true, true>,
-                            Config<128, 4, 1, 64, 2, true, true, true>>},
-    // d64: 32 query rows per warp (two row tiles share every K and V fragment), 2 blocks/SM;
-    // d128: 32 rows would need Q re-read from shared memory (registers run out), so 16 rows
-    // and 3 blocks per SM instead.
-    {"mma_tuned", run_rung<Config<64, 4, 2, 64, 2>, Config<128, 4, 1, 64, 3>>},
+    {"mma_plain", run_rung<Config<64, 4, 1, 64, 3, false, kSync>,
+                           Config<128, 4, 1, 64, 2, false, kSync>>},
+    {"mma_swizzle", run_rung<Config<64, 4, 1, 64, 3, true, kSync>,
+                             Config<128, 4, 1, 64, 2, true, kSync>>},
+    {"mma_async", run_rung<Config<64, 4, 1, 64, 3, true, kTwo>, Config<128, 4, 1, 64, 2, true, kTwo>>},
+    // 32 query rows per warp: every K and V fragment feeds two row tiles. At D = 128 Q must
+    // then be re-read from shared memory (registers), which two stages cannot hide.
+    {"rows32", run_rung<Config<64, 4, 2, 64, 2, true, kTwo>,
+                        Config<128, 4, 2, 64, 2, true, kTwo, false>>},
+    // + FlashAttention-2's copy order at D = 128 (one K and one V buffer, separate waits).
+    {"fa2_pipeline", run_rung<Config<64, 4, 2, 64, 2, true, kTwo>,
+                              Config<128, 4, 2, 64, 2, true, kFa2, false>>},
+    // + query blocks of one head on neighbouring blocks (K/V of fewer heads in L2 at a time).
+    {"qblocks_fast", run_rung<Config<64, 4, 2, 64, 2, true, kTwo, true, true>,
+                              Config<128, 4, 2, 64, 2, true, kFa2, false, true>>},
     {"forward", run_forward},
 };
 

@@ -15,20 +15,28 @@
 
 namespace attn::m07::ATTN_IMPL {
 
+// Byte offset, inside a block of 16 rows, of lane's row `row` (0..15), chunk 2 * step + half:
+// chunk_addr<C>(0, row, 2 * step + half), written so that the part that depends on the lane is
+// computed once and each step is one XOR with a constant. The swizzle XORs the chunk index
+// with row % 8; chunk 2 * step + half = (step << 1) ^ half, so the byte offset is
+// (offset of chunk `half`) ^ (step << 5), and step << 5 (< 256) shares no bit with the row's
+// offset (a multiple of 2 * D = 128 or 256 bytes). Without the swizzle the XOR is an add.
+// Same address as chunk_addr; ptxas needs far fewer registers for it (README, section 5).
+template <class C>
+__device__ __forceinline__ uint32_t step_addr(int row, int half, int step) {
+  return chunk_addr<C>(0, row, half) ^ uint32_t(step << 5);
+}
+
 struct WarpMma {
-  // A fragments of Q rows row0 .. row0 + 16 * kRowTiles - 1, every k-step (16 columns).
-  // One ldmatrix.x4 per (row tile, k-step): matrix 0 = rows 0-7 x columns 0-7 of the step
+  // The A fragment of the 16 x 16 block at rows row0 .. row0 + 15, columns 16 kk .. 16 kk + 15
+  // of a shared tile (for Q). One ldmatrix.x4: matrix 0 = rows 0-7 x columns 0-7 of the block
   // (-> a0), matrix 1 = rows 8-15 x 0-7 (a1), matrix 2 = rows 0-7 x 8-15 (a2), matrix 3 =
-  // rows 8-15 x 8-15 (a3). Lane L gives row L % 8 of matrix L / 8: row (L % 16), chunk
-  // 2 * kk + L / 16.
-  template <class T, class C>
-  static __device__ __forceinline__ void load_q(uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
-                                                uint32_t sQ, int row0, int lane) {
-#pragma unroll
-    for (int mt = 0; mt < C::kRowTiles; ++mt)
-#pragma unroll
-      for (int kk = 0; kk < C::D / 16; ++kk)
-        ldmatrix_x4(qf[mt][kk], chunk_addr<C>(sQ, row0 + 16 * mt + lane % 16, 2 * kk + lane / 16));
+  // rows 8-15 x 8-15 (a3). Lane L gives row L % 8 of matrix L / 8: row L % 16, chunk
+  // 2 kk + L / 16.
+  template <class C>
+  static __device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int row0,
+                                                int kk, int lane) {
+    ldmatrix_x4(a, tile + 2 * C::D * row0 + step_addr<C>(lane % 16, lane / 16, kk));
   }
 
   // s += Q K^T. The B operand of k-step kk and 8-key block n is K^T[16kk .. +15][8n .. +7]:
@@ -37,24 +45,27 @@ struct WarpMma {
   // 0-7, d 0-7 (b0 of block 2np), matrix 1 = keys 0-7, d 8-15 (b1 of 2np), matrices 2, 3 the
   // same for keys 8-15 (block 2np + 1). Lane L: key 16np + 8 (L / 16) + L % 8, chunk
   // 2kk + (L / 8) % 2. Each fragment feeds kRowTiles mma (one per row tile).
-  template <class T, class C>
+  template <class T, class C, class QFrags>
   static __device__ __forceinline__ void qk(float (&s)[C::kRowTiles][C::kKeys / 8][4],
-                                            const uint32_t (&qf)[C::kRowTiles][C::D / 16][4],
-                                            uint32_t sK, int lane) {
+                                            const QFrags& q, uint32_t sK, int lane) {
     const int key = 8 * (lane / 16) + lane % 8;
     const int half = (lane / 8) % 2;
 #pragma unroll
-    for (int kk = 0; kk < C::D / 16; ++kk)
+    for (int kk = 0; kk < C::D / 16; ++kk) {
+      uint32_t a[C::kRowTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < C::kRowTiles; ++mt) q.get(mt, kk, a[mt]);
 #pragma unroll
       for (int np = 0; np < C::kKeys / 16; ++np) {
         uint32_t b[4];
-        ldmatrix_x4(b, chunk_addr<C>(sK, 16 * np + key, 2 * kk + half));
+        ldmatrix_x4(b, sK + 2 * C::D * 16 * np + step_addr<C>(key, half, kk));
 #pragma unroll
         for (int mt = 0; mt < C::kRowTiles; ++mt) {
-          Elem<T>::mma(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
-          Elem<T>::mma(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+          Elem<T>::mma(s[mt][2 * np], a[mt], b[0], b[1]);
+          Elem<T>::mma(s[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
       }
+    }
   }
 
   // P (the softmax'ed S accumulators, f32) -> A fragments of P V, in registers. For k-step kk
@@ -89,7 +100,7 @@ struct WarpMma {
 #pragma unroll
       for (int dp = 0; dp < C::D / 16; ++dp) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, chunk_addr<C>(sV, 16 * kk + lane % 16, 2 * dp + lane / 16));
+        ldmatrix_x4_trans(b, sV + 2 * C::D * 16 * kk + step_addr<C>(lane % 16, lane / 16, dp));
 #pragma unroll
         for (int mt = 0; mt < C::kRowTiles; ++mt) {
           Elem<T>::mma(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
