@@ -76,6 +76,7 @@
 #include "common/cuda_check.h"
 #include "common/problem.h"
 #include "common/status.h"
+#include "modules/07_tensor_cores/tensor_core_kernel.cuh"
 
 // bf16 WMMA needs sm_80 (Ampere). The course also builds for sm_75: there the kernel body
 // compiles to nothing, and forward() refuses to launch on a GPU older than sm_80, with one line.
@@ -91,7 +92,6 @@ namespace detail {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = 2^(x * log2(e))
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kQueries = 16 * kWarps;  // 64 queries per block: one 16-row strip per warp
@@ -447,19 +447,6 @@ __global__ void __launch_bounds__(kThreads)
 #endif  // ATTN_WMMA_STEP_HAS_SM80
 }
 
-// The GPU's compute capability (10 * major + minor), asked once; 0 if it cannot be read.
-inline int device_cc() {
-  static const int cc = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-      return 0;
-    return 10 * major + minor;
-  }();
-  return cc;
-}
-
 template <class T, int D, bool kVec>
 Status launch(const Problem& p, const void* q, const void* k, const void* v, void* o,
               cudaStream_t stream) {
@@ -514,9 +501,7 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
   if (p.head_dim > 128)
     return Status::error("wmma_step supports head_dim <= 128 (got " +
                          std::to_string(p.head_dim) + ")");
-  if (const int cc = detail::device_cc(); cc < 80)
-    return Status::error("wmma_step needs an Ampere or newer GPU (sm_80+: bf16 WMMA); this one is "
-                         "sm_" + std::to_string(cc));
+  if (Status s = require_sm80(); !s) return s;  // tensor_core_kernel.cuh
   if (p.head_dim <= 64) return detail::launch_for_alignment<T, 64>(p, q, k, v, o, stream);
   return detail::launch_for_alignment<T, 128>(p, q, k, v, o, stream);
 }
