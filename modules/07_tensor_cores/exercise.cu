@@ -2,8 +2,8 @@
 // Read modules/07_tensor_cores/README.md first. Run: ./course run 07   Grade: ./course grade 07
 //
 // Given (modules/07_tensor_cores/tensor_core_kernel.cuh): the whole pipeline -- the flat grid
-// over (query block, head, batch), the swizzled shared tiles, the cp.async double buffering,
-// the online softmax on the S accumulator registers, the epilogue. Given
+// over (query block, head, batch), the swizzled shared tiles, the cp.async copies of K and V
+// in the background, the online softmax on the S accumulator registers, the epilogue. Given
 // (mma_primitives.cuh): one wrapper per PTX instruction (Elem<T>::mma, ldmatrix_x4,
 // ldmatrix_x4_trans) and the fragment layouts they use. Your part, the four functions of
 // WarpMma below:
