@@ -21,7 +21,8 @@ namespace attn::m07::ATTN_IMPL {
 // with row % 8; chunk 2 * step + half = (step << 1) ^ half, so the byte offset is
 // (offset of chunk `half`) ^ (step << 5), and step << 5 (< 256) shares no bit with the row's
 // offset (a multiple of 2 * D = 128 or 256 bytes). Without the swizzle the XOR is an add.
-// Same address as chunk_addr; ptxas needs far fewer registers for it (README, section 5).
+// Same address as chunk_addr; at D = 128 with 32 rows per warp it is what keeps the causal
+// kernel from spilling (ptxas, README section 5).
 template <class C>
 __device__ __forceinline__ uint32_t step_addr(int row, int half, int step) {
   return chunk_addr<C>(0, row, half) ^ uint32_t(step << 5);
