@@ -88,10 +88,8 @@ bool check(const Problem& p, const char* section, float range = 1.0f) {
 
 void check_rising(const Problem& p) {
   const double step = std::min(0.05, 24.0 / p.seq_k);
-  Inputs in = testing::rising_inputs(p, testing::next_seed(), step);
-  round_to_dtype(in.q, p.dtype);  // the reference must see the kernel's 16-bit inputs
-  round_to_dtype(in.k, p.dtype);
-  round_to_dtype(in.v, p.dtype);
+  // check_kernel rounds these float inputs to p.dtype for the reference, as the upload does.
+  const Inputs in = testing::rising_inputs(p, testing::next_seed(), step);
   testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls, p.dtype));
 }
 
@@ -134,10 +132,7 @@ bool check_packed(const Packed& c, DType t, const char* section) {
   r.status = kernel().supports(p);
   if (r.status) {
     try {
-      std::vector<uint16_t> bits(packed.size());
-      std::transform(packed.begin(), packed.end(), bits.begin(),
-                     [t](float x) { return to_bits16(x, t); });
-      DeviceBuffer<uint16_t> qkv(bits);
+      DeviceBuffer<uint16_t> qkv(to_bits16(packed, t));
       DeviceBuffer<uint16_t> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
       out.poison();
       uint16_t* base = qkv.get();
@@ -148,10 +143,7 @@ bool check_packed(const Packed& c, DType t, const char* section) {
         ATTN_CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<uint16_t> all = out.to_host();
         const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
-        r.output.resize(size_t(p.o_elements()));
-        std::transform(begin, end, r.output.begin(), [t](uint16_t b) {
-          return b == kPoisonBits16 ? poison_value() : from_bits16(b, t);
-        });
+        r.output = from_bits16(std::vector<uint16_t>(begin, end), t);  // 0xFFFF -> poison
         // Writes before O's first element or past its last count as writes past the end.
         const auto written = [](uint16_t b) { return b != kPoisonBits16; };
         r.guard_writes = std::count_if(all.begin(), begin, written) +

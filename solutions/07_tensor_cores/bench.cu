@@ -20,18 +20,16 @@
 // median of --iters runs (common/timing.h).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <stdexcept>
-#include <algorithm>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "common/buffers.h"
 #include "common/compare.h"
 #include "common/device.h"
-#include "common/half.h"
 #include "common/problem.h"
 #include "common/registry.h"
 #include "common/runner.h"
@@ -117,8 +115,13 @@ struct Row {
 
 // Worst relative L2 error over small shapes that take every path (partial tiles, masks,
 // odd head dims, unaligned rows); -1 and the reason in `status` when a check fails.
+Kernel as_kernel(const Rung& rung) {
+  return Kernel{7, rung.name, "", Backend::gpu, Impl::solution, m07::supports, nullptr,
+                rung.forward};
+}
+
 double check_rung(const Rung& rung, DType t, std::string& status) {
-  Kernel kern{7, rung.name, "", Backend::gpu, Impl::solution, m07::supports, nullptr, rung.forward};
+  const Kernel kern = as_kernel(rung);
   double worst = 0;
   for (Problem p : {Problem::make(1, 2, 1000, 777, 128), Problem::make(2, 3, 65, 129, 96, true),
                     Problem::make(1, 2, 513, 1000, 64), Problem::make(1, 2, 300, 100, 59, true),
@@ -176,17 +179,11 @@ int main(int argc, char** argv) {
       Row row{rung.name, status, p, 0, 0, check};
       if (check >= 0) {
         try {
-          const Inputs in = random_inputs(p, 99);
-          auto upload = [t](const std::vector<float>& x) {
-            std::vector<uint16_t> bits(x.size());
-            for (size_t i = 0; i < x.size(); ++i) bits[i] = to_bits16(x[i], t);
-            return DeviceBuffer<uint16_t>(bits);
-          };
-          DeviceBuffer<uint16_t> q = upload(in.q), k = upload(in.k), v = upload(in.v);
-          DeviceBuffer<uint16_t> o(size_t(p.o_elements()));
+          const Kernel kern = as_kernel(rung);
+          DeviceTensors tensors(p, random_inputs(p, 99));  // uploaded as p.dtype
           const Timing tm = time_on_stream(
               [&](cudaStream_t s) {
-                const Status st = rung.forward(p, q.get(), k.get(), v.get(), o.get(), s);
+                const Status st = tensors.forward(kern, s);
                 if (!st) throw std::runtime_error(st.message());
               },
               2, iters);
