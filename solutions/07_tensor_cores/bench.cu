@@ -13,7 +13,8 @@
 //   mma_async     + cp.async double buffering: tile t + 1 copied while tile t is computed
 //   rows32        + 32 query rows per warp (two row tiles share every K and V fragment)
 //   fa2_pipeline  + FlashAttention-2's copy order (D = 128)
-//   qblocks_fast  + neighbouring blocks take query blocks of the same head
+//   qblocks_fast  neighbouring blocks take query blocks of the same head instead (not adopted:
+//                 slower with the causal mask)
 //   forward       the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -101,7 +102,8 @@ const Rung kRungs[] = {
     // + FlashAttention-2's copy order at D = 128 (one K and one V buffer, separate waits).
     {"fa2_pipeline", run_rung<Config<64, 4, 2, 64, 2, true, kTwo>,
                               Config<128, 4, 2, 64, 2, true, kFa2, false>>},
-    // + query blocks of one head on neighbouring blocks (K/V of fewer heads in L2 at a time).
+    // Query blocks of one head on neighbouring blocks instead (meant to keep K/V of fewer heads
+    // in L2 at a time; slower with the causal mask, so forward() puts heads first).
     {"qblocks_fast", run_rung<Config<64, 4, 2, 64, 2, true, kTwo, true, true>,
                               Config<128, 4, 2, 64, 2, true, kFa2, false, true>>},
     {"forward", run_forward},
