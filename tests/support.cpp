@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "common/compare.h"
@@ -58,6 +59,15 @@ bool sanitizer_light() {
     return env && env[0] == '1';
   }();
   return light;
+}
+
+bool skip_grid_limits_under_racecheck() {
+  static const bool racecheck = [] {
+    const char* tool = std::getenv("ATTN_SANITIZER_TOOL");
+    return sanitizer_light() && tool && std::string(tool) == "racecheck";
+  }();
+  if (racecheck) MESSAGE("grid-limit case not run under racecheck (70000 blocks are too many for it)");
+  return racecheck;
 }
 
 bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,

@@ -327,13 +327,7 @@ TEST_CASE("grouped K/V heads: GQA with 8 query heads over 2 and 4 K/V heads, and
 // ---- Grid limits ---------------------------------------------------------------------------
 
 TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
-  // compute-sanitizer's racecheck does not get through these 280000 blocks in 10 minutes, so
-  // under ATTN_SANITIZER_LIGHT (the sanitizer runs of ./course verify) the case is skipped;
-  // the plain run checks it, and the smaller cases take the same code paths.
-  if (testing::sanitizer_light()) {
-    MESSAGE("not run under ATTN_SANITIZER_LIGHT: 280000 blocks are too many for racecheck");
-    return;
-  }
+  if (testing::skip_grid_limits_under_racecheck()) return;  // 4 x 70000 blocks
   for (DType t : kDtypes) {
     check(make(7, 10000, 3, 5, 16, true, t), kPipeline);
     check(make(70000, 1, 2, 3, 16, false, t), kPipeline);
