@@ -1,13 +1,19 @@
 #include "tests/support.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "common/buffers.h"
 #include "common/compare.h"
+#include "common/cuda_check.h"
 #include "common/diagnose.h"
+#include "common/half.h"
 #include "common/random.h"
+#include "common/reference.h"
 
 namespace attn::testing {
 
@@ -125,6 +131,102 @@ Inputs rising_inputs(const Problem& p, uint64_t seed, double step) {
       }
   }
   return in;
+}
+
+namespace {
+
+// Uploads the packed tensor as Elem (float, or the 16-bit patterns of t), runs the kernel on
+// the Q/K/V views into it, and returns O's whole allocation as floats: o_shift elements before
+// O, O, then the guard (the 16-bit poison reads back as the float poison).
+template <class Elem>
+Status forward_on_packed(const Kernel& kernel, const Problem& p, const PackedQkv& c, DType t,
+                         const std::vector<float>& packed, int64_t k_at, int64_t v_at,
+                         std::vector<float>& all) {
+  constexpr bool kFloat = std::is_same_v<Elem, float>;
+  DeviceBuffer<Elem> qkv([&] {
+    if constexpr (kFloat) return packed;
+    else return to_bits16(packed, t);
+  }());
+  DeviceBuffer<Elem> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
+  out.poison();
+  const Elem* base = qkv.get();
+  Status s = Status::ok();
+  if constexpr (kFloat)
+    s = kernel.forward(p, base + c.shift, base + k_at, base + v_at, out.get() + c.o_shift,
+                       nullptr);
+  else
+    s = kernel.forward16(p, base + c.shift, base + k_at, base + v_at, out.get() + c.o_shift,
+                         nullptr);
+  if (!s) return s;
+  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+  if constexpr (kFloat) all = out.to_host();
+  else all = from_bits16(out.to_host(), t);
+  return Status::ok();
+}
+
+}  // namespace
+
+bool check_packed_qkv(const Kernel& kernel, const PackedQkv& c, DType t, const CheckOptions& o) {
+  const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
+  Problem p = Problem::make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, Layout::BSHD,
+                            c.kv_heads);
+  p.dtype = t;
+  p.q = p.k = p.v = Strides{c.seq * width, d, width};
+  const int64_t o_row = d + c.o_pad;
+  p.o = Strides{c.seq * c.heads * o_row, o_row, c.heads * o_row};
+  REQUIRE(validate(p).is_ok());
+  if (sanitizer_light() && attention_flops(p) > kSanitizerMaxFlops) {
+    MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
+    return true;
+  }
+
+  // The host copy: one packed tensor (rounded to t, as the upload will be), and Q/K/V as the
+  // slices the kernel will see.
+  Inputs in;
+  in.seed = next_seed();
+  std::vector<float> packed(size_t(c.shift + c.batch * c.seq * width));
+  fill_uniform(packed, in.seed);
+  round_to_dtype(packed, t);
+  const int64_t k_at = c.shift + c.heads * d, v_at = k_at + c.kv_heads * d;
+  auto slice = [&](int64_t at, int64_t n) {
+    REQUIRE(at + n <= int64_t(packed.size()));
+    return std::vector<float>(packed.begin() + at, packed.begin() + at + n);
+  };
+  in.q = slice(c.shift, p.q_elements());
+  in.k = slice(k_at, p.kv_elements());
+  in.v = slice(v_at, p.kv_elements());
+
+  CheckResult r;
+  r.backend = kernel.backend;
+  r.status = kernel.supports(p);
+  if (r.status) {
+    try {
+      std::vector<float> all;
+      r.status = t == DType::f32
+                     ? forward_on_packed<float>(kernel, p, c, t, packed, k_at, v_at, all)
+                     : forward_on_packed<uint16_t>(kernel, p, c, t, packed, k_at, v_at, all);
+      if (r.status) {
+        const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
+        r.output.assign(begin, end);
+        // Writes before O's first element or past its last count as writes past the end.
+        const auto written = [](float x) { return !is_poison(x); };
+        r.guard_writes = std::count_if(all.begin(), begin, written) +
+                         std::count_if(end, all.end(), written);
+      }
+    } catch (const CudaError& e) {
+      r.status = Status::error(e.what());
+    }
+  }
+  if (r.status) {
+    r.reference = reference_attention(p, in.q, in.k, in.v);
+    r.comparison = compare_output(p, r.output, r.reference, o.tolerance);
+  }
+  const std::string type = dtype_name(t);  // INFO keeps a reference, so a named string
+  INFO("Q, K, V are views into one packed [B, S, H + 2*KVH, D] " << type << " buffer, "
+       << c.shift << " elements into its allocation; O starts " << c.o_shift
+       << " elements in, rows padded by " << c.o_pad);
+  return report_against_reference(kernel, p, in, r, o);
 }
 
 }  // namespace attn::testing

@@ -84,4 +84,22 @@ bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& 
 // by step * j / (scale * head_dim) in every entry (all K heads, kv_heads of them).
 Inputs rising_inputs(const Problem& p, uint64_t seed, double step);
 
+// Q, K and V as views into ONE packed buffer, as a fused QKV projection writes it:
+// [B, S, H + 2*KVH, D], per token the H query heads, then the KVH key heads, then the KVH
+// value heads ([B, S, 3, H, D] when KVH = H). The three share the row stride (H + 2*KVH) * D;
+// K starts H*D elements after Q and V (H + KVH)*D after it. The buffer starts `shift`
+// elements into its allocation (an odd shift puts every pointer off a 16-byte boundary
+// although every stride may be a multiple of 4). O gets its own buffer, `o_shift` elements
+// in, with `o_pad` unused elements after every row.
+struct PackedQkv {
+  int batch, heads, kv_heads, seq, head_dim;
+  bool causal = false;
+  int shift = 0, o_shift = 0, o_pad = 0;
+};
+
+// check_against_reference for that layout, in dtype `t` (kernel.forward for f32,
+// kernel.forward16 for f16/bf16): fresh random inputs (rounded to t), the double reference on
+// the slices the kernel sees, and writes before O or past its end count as writes past O.
+bool check_packed_qkv(const Kernel& kernel, const PackedQkv& c, DType t, const CheckOptions& o);
+
 }  // namespace attn::testing

@@ -118,80 +118,10 @@ void check_rising(const Problem& p) {
   testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls));
 }
 
-// ---- Q, K, V as views into ONE packed buffer -----------------------------------------------
-// A fused QKV projection writes one tensor [B, S, H + 2*KVH, D]: per token the H query heads,
-// then the KVH key heads, then the KVH value heads ([B, S, 3, H, D] when KVH = H). Q, K and V
-// are views into it: the same row stride (H + 2*KVH) * D, K starting H*D floats after Q and V
-// (H + KVH)*D after it. The buffer starts `shift` floats into one allocation (shift 1: every
-// pointer is 4 bytes off a 16-byte boundary although every stride is a multiple of 4). O gets
-// its own buffer, starting `o_shift` floats in, with `o_pad` unused floats after every row.
-struct Packed {
-  int batch, heads, kv_heads, seq, head_dim;
-  bool causal = false;
-  int shift = 0, o_shift = 0, o_pad = 0;
-};
+// ---- Q, K, V as views into ONE packed buffer: testing::check_packed_qkv ----------------------
 
-bool check_packed(const Packed& c, const char* section) {
-  const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
-  Problem p = make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, Layout::BSHD,
-                   c.kv_heads);
-  p.q = p.k = p.v = Strides{c.seq * width, d, width};
-  const int64_t o_row = d + c.o_pad;
-  p.o = Strides{c.seq * c.heads * o_row, o_row, c.heads * o_row};
-  REQUIRE(validate(p).is_ok());
-  if (testing::sanitizer_light() && attention_flops(p) > testing::kSanitizerMaxFlops) {
-    MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
-    return true;
-  }
-
-  // The host copy: one packed tensor, and Q/K/V as the slices the kernel will see.
-  Inputs in;
-  in.seed = testing::next_seed();
-  std::vector<float> packed(size_t(c.shift + c.batch * c.seq * width));
-  fill_uniform(packed, in.seed);
-  const int64_t k_at = c.shift + c.heads * d, v_at = k_at + c.kv_heads * d;
-  auto slice = [&](int64_t at, int64_t n) {
-    REQUIRE(at + n <= int64_t(packed.size()));
-    return std::vector<float>(packed.begin() + at, packed.begin() + at + n);
-  };
-  in.q = slice(c.shift, p.q_elements());
-  in.k = slice(k_at, p.kv_elements());
-  in.v = slice(v_at, p.kv_elements());
-
-  CheckResult r;
-  r.backend = kernel().backend;
-  r.status = kernel().supports(p);
-  if (r.status) {
-    try {
-      DeviceBuffer<float> qkv(packed);
-      DeviceBuffer<float> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
-      out.poison();
-      float* base = qkv.get();
-      r.status = kernel().forward(p, base + c.shift, base + k_at, base + v_at,
-                                  out.get() + c.o_shift, nullptr);
-      if (r.status) {
-        ATTN_CUDA_CHECK(cudaGetLastError());
-        ATTN_CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<float> all = out.to_host();
-        const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
-        r.output.assign(begin, end);
-        // Writes before O's first element or past its last count as writes past the end.
-        const auto written = [](float x) { return !is_poison(x); };
-        r.guard_writes = std::count_if(all.begin(), begin, written) +
-                         std::count_if(end, all.end(), written);
-      }
-    } catch (const CudaError& e) {
-      r.status = Status::error(e.what());
-    }
-  }
-  if (r.status) {
-    r.reference = reference_attention(p, in.q, in.k, in.v);
-    r.comparison = compare_output(p, r.output, r.reference, kFp32Tolerance);
-  }
-  INFO("Q, K, V are views into one packed [B, S, H + 2*KVH, D] buffer, " << c.shift
-       << " floats into its allocation; O starts " << c.o_shift << " floats in, rows padded by "
-       << c.o_pad);
-  return testing::report_against_reference(kernel(), p, in, r, lesson(section));
+bool check_packed(const testing::PackedQkv& c, const char* section) {
+  return testing::check_packed_qkv(kernel(), c, DType::f32, lesson(section));
 }
 
 }  // namespace

@@ -93,74 +93,12 @@ void check_rising(const Problem& p) {
   testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls, p.dtype));
 }
 
-// ---- Q, K, V as views into ONE packed 16-bit buffer ----------------------------------------
+// ---- Q, K, V as views into ONE packed 16-bit buffer: testing::check_packed_qkv -------------
 // As in module 06: a fused QKV projection writes [B, S, H + 2*KVH, D]; Q, K and V are views
-// into it with row stride (H + 2*KVH) * D. The buffer starts `shift` elements into its
-// allocation (an odd shift puts every pointer 2 bytes off a 16-byte boundary); O gets its own
-// buffer, `o_shift` elements in, with `o_pad` unused elements after every row.
-struct Packed {
-  int batch, heads, kv_heads, seq, head_dim;
-  bool causal = false;
-  int shift = 0, o_shift = 0, o_pad = 0;
-};
+// into it (tests/support.h); an odd shift puts every pointer 2 bytes off a 16-byte boundary.
 
-bool check_packed(const Packed& c, DType t, const char* section) {
-  const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
-  Problem p = make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, t, Layout::BSHD,
-                   c.kv_heads);
-  p.q = p.k = p.v = Strides{c.seq * width, d, width};
-  const int64_t o_row = d + c.o_pad;
-  p.o = Strides{c.seq * c.heads * o_row, o_row, c.heads * o_row};
-  REQUIRE(validate(p).is_ok());
-
-  Inputs in;
-  in.seed = testing::next_seed();
-  std::vector<float> packed(size_t(c.shift + c.batch * c.seq * width));
-  fill_uniform(packed, in.seed);
-  round_to_dtype(packed, t);
-  const int64_t k_at = c.shift + c.heads * d, v_at = k_at + c.kv_heads * d;
-  auto slice = [&](int64_t at, int64_t n) {
-    REQUIRE(at + n <= int64_t(packed.size()));
-    return std::vector<float>(packed.begin() + at, packed.begin() + at + n);
-  };
-  in.q = slice(c.shift, p.q_elements());
-  in.k = slice(k_at, p.kv_elements());
-  in.v = slice(v_at, p.kv_elements());
-
-  CheckResult r;
-  r.backend = kernel().backend;
-  r.status = kernel().supports(p);
-  if (r.status) {
-    try {
-      DeviceBuffer<uint16_t> qkv(to_bits16(packed, t));
-      DeviceBuffer<uint16_t> out(size_t(c.o_shift + p.o_elements() + kGuardElements));
-      out.poison();
-      uint16_t* base = qkv.get();
-      r.status = kernel().forward16(p, base + c.shift, base + k_at, base + v_at,
-                                    out.get() + c.o_shift, nullptr);
-      if (r.status) {
-        ATTN_CUDA_CHECK(cudaGetLastError());
-        ATTN_CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<uint16_t> all = out.to_host();
-        const auto begin = all.begin() + c.o_shift, end = begin + p.o_elements();
-        r.output = from_bits16(std::vector<uint16_t>(begin, end), t);  // 0xFFFF -> poison
-        // Writes before O's first element or past its last count as writes past the end.
-        const auto written = [](uint16_t b) { return b != kPoisonBits16; };
-        r.guard_writes = std::count_if(all.begin(), begin, written) +
-                         std::count_if(end, all.end(), written);
-      }
-    } catch (const CudaError& e) {
-      r.status = Status::error(e.what());
-    }
-  }
-  if (r.status) {
-    r.reference = reference_attention(p, in.q, in.k, in.v);
-    r.comparison = compare_output(p, r.output, r.reference, default_tolerance(t));
-  }
-  INFO("Q, K, V are views into one packed [B, S, H + 2*KVH, D] " << dtype_name(t) << " buffer, "
-       << c.shift << " elements into its allocation; O starts " << c.o_shift
-       << " elements in, rows padded by " << c.o_pad);
-  return testing::report_against_reference(kernel(), p, in, r, lesson(section, t));
+bool check_packed(const testing::PackedQkv& c, DType t, const char* section) {
+  return testing::check_packed_qkv(kernel(), c, t, lesson(section, t));
 }
 
 }  // namespace
