@@ -21,10 +21,13 @@
 //      (all 16 lanes share m, so partial sums rescale alike) and is reduced once at the end;
 //   3. P goes to shared memory, read back only by the same half-warp (a __syncwarp suffices);
 //   4. O += P V: every P value is used for D/16 products, every V value for kRowsPerThread.
-// Copies run in the background with cp.async (sm_80+). Either K and V are double-buffered
-// (tile t+1 is copied while tile t is computed), or, when two buffers do not fit beside a
-// large Q tile, each has one buffer and K(t+1) is copied during P V, V(t+1) during the next
-// Q K^T. The tilings below are the fastest measured on the H100 (README, section 4).
+// Copies run in the background with cp.async (sm_80+), in one of three schemes (README,
+// section 3): K and V double-buffered (tile t+1 is copied while tile t is computed); or, when
+// two buffers of each do not fit beside a large Q tile, one K and one V buffer, K(t+1) copied
+// during P V and V(t+1) during the next Q K^T; or one K buffer and two V buffers. Q is
+// multiplied by softmax_scale * log2(e) once, in shared memory, so the scores come out of
+// Q K^T already in base-2 units. The tilings below are the fastest measured on the H100
+// (README, section 4).
 #include <cstdint>
 
 #include "common/cuda_check.h"
@@ -40,14 +43,30 @@ constexpr int kLanes = 16;                     // lanes sharing a row group (a h
 constexpr int kRowGroups = kThreads / kLanes;  // 16
 
 // Everything that follows from the padded head dim D and the per-thread tile.
-template <int D, int kRowsPerThread_, int kKeysPerThread_, int kStages_>
+template <int D, int kRowsPerThread_, int kKeysPerThread_, int kKBuffers_, int kVBuffers_,
+          int kQKUnroll_ = 4, int kPVUnroll_ = 2>
 struct Tiling {
   static constexpr int kRowsPerThread = kRowsPerThread_;
   static constexpr int kKeysPerThread = kKeysPerThread_;
-  // 2: K and V double-buffered, tile t+1 copied while tile t is computed. 1: one buffer
-  // each; the copy of K(t+1) overlaps P V of tile t, the copy of V(t+1) overlaps the next
-  // Q K^T (FlashAttention-2's order), at the price of more barriers (README, section 4).
-  static constexpr int kStages = kStages_;
+  // Shared-memory buffers for K tiles and for V tiles; the copy scheme follows from them
+  // (README, section 3, "The copies"):
+  //   2 + 2  double-buffered: tile t+1 copied while tile t is computed; 1 barrier per tile.
+  //   1 + 1  split: K(t+1) copied during P V of tile t, V(t+1) during the next Q K^T
+  //          (FlashAttention-2's order); 4 barriers per tile, half the K/V memory.
+  //   1 + 2  V double-buffered: V(t+1) copied during all of tile t, K(t+1) during P V;
+  //          2 barriers per tile.
+  static constexpr int kKBuffers = kKBuffers_;
+  static constexpr int kVBuffers = kVBuffers_;
+  static constexpr bool kDoubleBuffered = kKBuffers == 2 && kVBuffers == 2;
+  static constexpr bool kSplit = kKBuffers == 1 && kVBuffers == 1;
+  static constexpr bool kVDouble = kKBuffers == 1 && kVBuffers == 2;
+  static_assert(kDoubleBuffered || kSplit || kVDouble, "one of the three copy schemes");
+  // How many steps of the Q K^T loop (4 columns each) and of the P V loop (4 keys each) the
+  // compiler unrolls: more lets it issue the next step's shared reads earlier, but costs
+  // registers (README, section 4, step 5).
+  static constexpr int kQKUnroll = kQKUnroll_;
+  static constexpr int kPVUnroll = kPVUnroll_;
+  static_assert(kQKUnroll >= 1 && kPVUnroll >= 1, "unroll factors are step counts");
   static constexpr int kQueries = kRowGroups * kRowsPerThread;  // query rows per block
   static constexpr int kKeys = kLanes * kKeysPerThread;         // keys per tile
   // Shared-memory rows of Q, K, V are padded by 4 floats: lane t reads row t of K at the
@@ -64,7 +83,7 @@ struct Tiling {
   static constexpr int kKVFloats = kKeys * kRow;          // one K (or V) buffer
   static constexpr int kPFloats = kQueries * kPRow;
   static constexpr int kSmemBytes =
-      int(sizeof(float)) * (kQFloats + 2 * kStages * kKVFloats + kPFloats);
+      int(sizeof(float)) * (kQFloats + (kKBuffers + kVBuffers) * kKVFloats + kPFloats);
   // Two blocks per SM when they fit in the 228 KB of shared memory (1 KB is reserved per
   // block): 16 warps to hide latency. Otherwise one block of 8 warps and more registers.
   static constexpr int kMinBlocks = kSmemBytes + 1024 <= 114 * 1024 ? 2 : 1;
@@ -143,6 +162,33 @@ __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__
   }
 }
 
+// Multiplies by `scale` the elements of a tile that this thread copied with load_tile<D,
+// kTileRows, vec16> (the same index mapping). After cp.async.wait_group a thread sees its own
+// copies, so no barrier is needed before this; one is needed after it, before other threads
+// read the tile.
+template <int D, int kTileRows, bool vec16>
+__device__ __forceinline__ void scale_tile(float* tile, float scale) {
+  constexpr int kRow = D + 4;
+  constexpr int kWidth = vec16 ? 4 : 1;
+  constexpr int kPerRow = D / kWidth;
+  constexpr int kRowsPerPass = kThreads / kPerRow;
+  constexpr int kPasses = kTileRows / kRowsPerPass;
+  float* x = tile + int(threadIdx.x) / kPerRow * kRow + int(threadIdx.x) % kPerRow * kWidth;
+#pragma unroll
+  for (int n = 0; n < kPasses; ++n, x += kRowsPerPass * kRow) {
+    if constexpr (vec16) {
+      float4 y = *reinterpret_cast<float4*>(x);
+      y.x *= scale;
+      y.y *= scale;
+      y.z *= scale;
+      y.w *= scale;
+      *reinterpret_cast<float4*>(x) = y;
+    } else {
+      *x *= scale;
+    }
+  }
+}
+
 // Reads kN consecutive floats of shared memory: one 16-byte load when `vec` (the addresses
 // here are 16-byte aligned), else kN 4-byte loads (the worklog's step 1 measures both).
 template <bool vec>
@@ -167,9 +213,9 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
   constexpr int TM = T::kRowsPerThread, TN = T::kKeysPerThread;
   extern __shared__ __align__(16) float smem[];
   float* q_tile = smem;                                     // [kQueries][kRow]
-  float* k_tiles = q_tile + T::kQFloats;                    // [kStages][kKeys][kRow]
-  float* v_tiles = k_tiles + T::kStages * T::kKVFloats;     // [kStages][kKeys][kRow]
-  float* p_tile = v_tiles + T::kStages * T::kKVFloats;      // [kQueries][kPRow]
+  float* k_tiles = q_tile + T::kQFloats;                    // [kKBuffers][kKeys][kRow]
+  float* v_tiles = k_tiles + T::kKBuffers * T::kKVFloats;   // [kVBuffers][kKeys][kRow]
+  float* p_tile = v_tiles + T::kVBuffers * T::kKVFloats;    // [kQueries][kPRow]
 
   // Which queries. blockIdx.x enumerates (batch, head, query block), query blocks fastest:
   // blocks that run at the same time read the same K/V head from L2 (and with GQA the
@@ -206,6 +252,11 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
   copy_async_commit();
   if (tiles > 0) load_tile<D, T::kKeys, vec16>(v_tiles, v_head, p.v.seq, 0, p.seq_k, p.head_dim);
   copy_async_commit();
+  // Q (with K(0)) has landed, for this thread's own copies: fold the softmax scale and
+  // log2(e) into it once, instead of one multiply per score per key tile. The barrier at the
+  // top of the first key tile publishes the scaled Q before any thread reads it.
+  copy_async_wait<1>();
+  scale_tile<D, T::kQueries, vec16>(q_tile, q_scale);
 
   float acc[TM][T::kCols];  // O rows x this thread's columns, unnormalized
   float m[TM], l[TM];       // running max (base-2 units), per-thread partial running sum
@@ -217,28 +268,50 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
     for (int c = 0; c < T::kCols; ++c) acc[i][c] = 0.0f;
   }
 
+  // The V double-buffered scheme (1 + 2 buffers) commits its copy groups, per thread, as
+  //   {Q, K(0)}, {V(0)} | {V(1)}, {K(1)} | {V(2)}, {K(2)} | ...
+  //      prologue         tile 0           tile 1
+  // one {V(t+1)} and one {K(t+1)} group per tile (empty on the last tile, so that the counts
+  // below hold on every tile). Tile t uses V buffer t & 1:
+  //   wait for K(t) (on tile 0 {V(0)} may still pend; later K(t) is the newest group and V(t)
+  //     an older one, so both have landed); barrier A: K(t) visible to all, and everyone is
+  //     done with P V of tile t-1, so the V buffer that held V(t-1), and P, are free;
+  //   copy V(t+1) into that buffer (it runs during all of tile t); S, softmax, P;
+  //   wait for V(t) (only {V(t+1)} may pend); barrier B: V(t) visible to all, everyone is
+  //     done with K(t); copy K(t+1) into the K buffer (it runs during P V); O += P V.
   for (int t = 0; t < tiles; ++t) {
     const int kv_start = t * T::kKeys;
-    const int stage = T::kStages == 2 ? t & 1 : 0;
-    if constexpr (T::kStages == 2) {
+    const int k_stage = T::kKBuffers == 2 ? t & 1 : 0;
+    const int v_stage = T::kVBuffers == 2 ? t & 1 : 0;
+    if constexpr (T::kDoubleBuffered) {
       // Tile t has landed (our own copies), and after the barrier everyone's copies have,
       // and everyone is done with tile t-1, whose buffers the prefetch below overwrites.
       copy_async_wait_all();
       __syncthreads();
       if (t + 1 < tiles) {  // prefetch tile t+1 while computing tile t
-        load_tile<D, T::kKeys, vec16>(k_tiles + (stage ^ 1) * T::kKVFloats, k_head, p.k.seq,
+        load_tile<D, T::kKeys, vec16>(k_tiles + (k_stage ^ 1) * T::kKVFloats, k_head, p.k.seq,
                                       kv_start + T::kKeys, p.seq_k, p.head_dim);
-        load_tile<D, T::kKeys, vec16>(v_tiles + (stage ^ 1) * T::kKVFloats, v_head, p.v.seq,
+        load_tile<D, T::kKeys, vec16>(v_tiles + (v_stage ^ 1) * T::kKVFloats, v_head, p.v.seq,
                                       kv_start + T::kKeys, p.seq_k, p.head_dim);
         copy_async_commit();
       }
-    } else {
+    } else if constexpr (T::kSplit) {
       // In flight: K(t) (with Q on the first tile), then V(t). Wait for K(t) only.
       copy_async_wait<1>();
       __syncthreads();
+    } else {  // kVDouble
+      if (t == 0)
+        copy_async_wait<1>();
+      else
+        copy_async_wait<0>();
+      __syncthreads();  // barrier A
+      if (t + 1 < tiles)
+        load_tile<D, T::kKeys, vec16>(v_tiles + (v_stage ^ 1) * T::kKVFloats, v_head, p.v.seq,
+                                      kv_start + T::kKeys, p.seq_k, p.head_dim);
+      copy_async_commit();  // empty on the last tile
     }
-    const float* k_tile = k_tiles + stage * T::kKVFloats;
-    const float* v_tile = v_tiles + stage * T::kKVFloats;
+    const float* k_tile = k_tiles + k_stage * T::kKVFloats;
+    const float* v_tile = v_tiles + v_stage * T::kKVFloats;
 
     // 1. S = Q K^T for rows group + 16i, keys lane + 16j. Four head-dim columns at a time:
     //    TM + TN 16-byte reads feed TM * TN * 4 multiply-adds.
@@ -247,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) s[i][j] = 0.0f;
-#pragma unroll 4
+#pragma unroll T::kQKUnroll
     for (int c = 0; c < D; c += 4) {
       float4 qv[TM], kv[TN];
 #pragma unroll
@@ -267,14 +340,13 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
         }
     }
 
-    // 2. The online softmax per row (module 03, section 1), in base-2 units.
+    // 2. The online softmax per row (module 03, section 1), in base-2 units (Q is scaled).
     const bool needs_mask = kv_start + T::kKeys > kv_full;  // diagonal or past seq_k
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       float tile_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        s[i][j] *= q_scale;
         if (needs_mask && kv_start + lane + kLanes * j >= row_end[i]) s[i][j] = -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
       }
@@ -299,10 +371,10 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
         p_row[lane + kLanes * j] = pj;
       }
     }
-    if constexpr (T::kStages == 2) {
+    if constexpr (T::kDoubleBuffered) {
       // P rows are written and read by the same 16 lanes (one half-warp): a warp barrier.
       __syncwarp();
-    } else {
+    } else if constexpr (T::kSplit) {
       __syncthreads();  // everyone is done with K(t): copy K(t+1) into its buffer
       if (t + 1 < tiles) {
         load_tile<D, T::kKeys, vec16>(k_tiles, k_head, p.k.seq, kv_start + T::kKeys, p.seq_k,
@@ -313,11 +385,18 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
         copy_async_wait<0>();
       }
       __syncthreads();  // V(t) has landed for everyone (and P is written)
+    } else {  // kVDouble
+      copy_async_wait<1>();  // V(t) has landed (own copies); only {V(t+1)} may pend
+      __syncthreads();       // barrier B: V(t) visible to all; everyone is done with K(t)
+      if (t + 1 < tiles)
+        load_tile<D, T::kKeys, vec16>(k_tiles, k_head, p.k.seq, kv_start + T::kKeys, p.seq_k,
+                                      p.head_dim);
+      copy_async_commit();  // empty on the last tile
     }
 
     // 3. O += P V for rows group + 16i, columns (chunk, lane). Four keys at a time:
     //    TM reads of P (broadcast) and 4 * kChunks reads of V feed 4 * TM * kCols FMAs.
-#pragma unroll 2
+#pragma unroll T::kPVUnroll
     for (int kk = 0; kk < T::kKeys; kk += 4) {
       float4 pv[TM];
 #pragma unroll
@@ -349,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
         }
       }
     }
-    if constexpr (T::kStages == 1) {
+    if constexpr (T::kSplit) {
       __syncthreads();  // everyone is done with V(t): copy V(t+1) into its buffer
       if (t + 1 < tiles) {
         load_tile<D, T::kKeys, vec16>(v_tiles, v_head, p.v.seq, kv_start + T::kKeys, p.seq_k,
@@ -358,7 +437,8 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
       }
     }
     // The next iteration's barrier (top of the loop) protects p_tile too: it is rewritten
-    // only after every half-warp has passed it.
+    // only after every half-warp has passed it (and, in the V double-buffered scheme, the
+    // V buffer of tile t, which V(t+2) overwrites after that barrier).
   }
   copy_async_wait_all();  // a block whose queries see no key still has its Q copy in flight
 
@@ -415,13 +495,14 @@ Status launch(const Problem& p, const float* q, const float* k, const float* v, 
 }
 
 // The tile shapes, measured on the H100 (README, section 4, docs/results/worklog06_h100.txt):
-// rows x keys per thread, K/V stages. D = 64 and 128: 128 queries x 64 keys per block, one
-// K and one V buffer. D = 128 needs 172 KiB of shared memory: one block (8 warps) per SM,
-// up to 255 registers. D = 64 needs 108 KiB: two blocks per SM, capped at 128 registers
-// (ptxas spills ~200 bytes, yet it measured fastest). D = 32 (not tuned): 64 x 64, two stages.
-using Tiling32 = Tiling<32, 4, 4, 2>;
-using Tiling64 = Tiling<64, 8, 4, 1>;
-using Tiling128 = Tiling<128, 8, 4, 1>;
+// rows x keys per thread, K buffers, V buffers, unrolling. D = 64 and 128: 128 queries x 64
+// keys per block. D = 64, split (one K, one V buffer): 108 KiB of shared memory, two blocks
+// per SM, capped at 128 registers (ptxas spills ~200 bytes, yet it measured fastest).
+// D = 128, V double-buffered: 205 KiB, one block (8 warps) per SM, up to 255 registers, and
+// the loops unrolled further. D = 32 (not tuned): 64 x 64, double-buffered.
+using Tiling32 = Tiling<32, 4, 4, 2, 2>;
+using Tiling64 = Tiling<64, 8, 4, 1, 1>;
+using Tiling128 = Tiling<128, 8, 4, 1, 2, 8, 4>;
 
 }  // namespace
 
