@@ -30,7 +30,8 @@ const Kernel& kernel_under_test(int module, Impl impl);
 
 // Module-specific explanations of a failed check, e.g. "the output matches the online softmax
 // without rescaling acc": a grader recomputes the output as a classic bug would and names
-// the bug when it matches. Called only when the check failed and the kernel ran.
+// the bug when it matches. Called only when the check failed, the kernel ran, the output has
+// no NaN and nothing before or after O was written: diagnose() explains those cases.
 using ExtraHints = std::vector<std::string> (*)(const Problem& p, const Inputs& in,
                                                 const CheckResult& r);
 
@@ -77,6 +78,9 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
 // True when the kernel's output in `r` passes the comparison (same tolerance) against `model`:
 // an output computed as a classic bug would compute it. Graders use it to name the bug.
 bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model);
+// Whether the hints may recompute the problem with a bug model: a model costs as much as the
+// reference, so the biggest checks (batch * heads * seq_q * seq_k * head_dim > 3e8) skip them.
+bool models_affordable(const Problem& p);
 
 // Inputs whose scores rise with the key index by about `step` per key (plus a little noise),
 // so an online softmax's running max moves at every tile: the classic rescale bugs are

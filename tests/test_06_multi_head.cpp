@@ -64,9 +64,7 @@ std::vector<double> mapped_kv_reference(const Problem& p, const Inputs& in, KvOf
 std::vector<std::string> multi_head_hints(const Problem& p, const Inputs& in,
                                           const CheckResult& r) {
   std::vector<std::string> hints;
-  if (r.comparison.nan_count > 0 || r.guard_writes > 0) return hints;  // diagnose() said why
-  const double work = double(p.batch) * p.heads * p.seq_q * double(p.seq_k) * p.head_dim;
-  if (work > 3e8) return hints;  // the models cost as much as the reference
+  if (!testing::models_affordable(p)) return hints;
 
   // Strides ignored: the kernel indexed every tensor as dense BHSD, reading and writing the
   // same buffers at the wrong places.
