@@ -3,12 +3,16 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -117,8 +121,22 @@ DType dtype_for(const Kernel& kernel, const std::string& flag) {
   return t;
 }
 
-// A count >= 1 with a readable message (CLI::PositiveNumber prints the range up to DBL_MAX).
-const CLI::Range kAtLeastOne(1, std::numeric_limits<int>::max());
+// A whole number >= `least`, with a message a person reads (CLI::PositiveNumber and
+// CLI::Range print their range up to DBL_MAX or INT_MAX: "Value 0 not in range 1 to 1797...").
+CLI::Validator at_least(int least) {
+  return CLI::Validator(
+      [least](std::string& value) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long n = std::strtoll(value.c_str(), &end, 10);
+        if (end == value.c_str() || *end != '\0' || errno == ERANGE || n < least ||
+            n > std::numeric_limits<int>::max())
+          return "takes a whole number >= " + std::to_string(least) + ", got '" + value + "'";
+        return {};
+      },
+      ">= " + std::to_string(least));
+}
+const CLI::Validator kAtLeastOne = at_least(1);
 
 // Composable Kernel's examples spell some flags with underscores (--seq_len, --head_dim,
 // --kv_heads); both spellings are accepted.
@@ -190,6 +208,24 @@ void require_memory(const Problem& p, const Kernel& k) {
                     "and O; the GPU has " + human_bytes(double(free_bytes)) + " free");
 }
 
+// Host memory a run needs: Q, K, V and O as float32 (the CLI keeps its inputs on the host,
+// and module 00 computes there), plus the double-precision reference output and a float32
+// copy of the kernel's output when verifying. Refused before any allocation.
+double host_bytes_needed(const Problem& p, bool verify) {
+  const double tensors = 4.0 * (double(p.q_elements()) + 2.0 * double(p.kv_elements()) +
+                                double(p.o_elements()));
+  return tensors + (verify ? 12.0 * double(p.o_elements()) : 0.0);
+}
+
+void require_host_memory(const Problem& p, bool verify) {
+  const double need = host_bytes_needed(p, verify);
+  const double available = available_host_memory_bytes();
+  if (available > 0 && need > available)
+    throw UserError(p.describe() + " needs " + human_bytes(need) + " of host memory for Q, K, V, O" +
+                    (verify ? " and the reference" : "") + "; this machine has " +
+                    human_bytes(available) + " available");
+}
+
 // ---------------------------------------------------------------------------------------------
 // .npy inputs: Q is [B, H, Sq, D] (or [B, Sq, H, D] with --layout bshd); rank 3 drops B,
 // rank 2 drops B and H. K and V have the same rank with Sk in place of Sq and KVH (K/V heads,
@@ -236,6 +272,22 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
   agree(s.dim, dq.dim, "dim");
   agree(s.seq_q, dq.seq, "seq-q");
   agree(s.seq_k, dk.seq, "seq-k");
+  // --seq sets both lengths; with files it must match both, as --seq-q and --seq-k must.
+  if (s.seq && (*s.seq != dq.seq || *s.seq != dk.seq))
+    throw UserError("--seq " + std::to_string(*s.seq) + " disagrees with the .npy files (seq_q " +
+                    std::to_string(dq.seq) + ", seq_k " + std::to_string(dk.seq) + ")");
+  // A NaN or infinity in the inputs makes every output it touches NaN: that is the data's
+  // fault, not the kernel's, so it is refused here instead of failing --verify with a hint
+  // about the kernel.
+  for (const auto& [array, path] : {std::pair<const NpyArray*, const std::string*>{&q, &o.q_path},
+                                    {&k, &o.k_path}, {&v, &o.v_path}}) {
+    const auto bad = std::find_if(array->data.begin(), array->data.end(),
+                                  [](float x) { return !std::isfinite(x); });
+    if (bad != array->data.end())
+      throw UserError(*path + ": element " + std::to_string(bad - array->data.begin()) + " is " +
+                      (std::isnan(*bad) ? "NaN" : "infinite") +
+                      "; attention inputs must be finite numbers");
+  }
   Problem p = Problem::make(dq.batch, dq.heads, dq.seq, dk.seq, dq.dim, s.causal, layout,
                             dk.heads);
   p.scale = s.scale;
@@ -313,6 +365,7 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   if (Status s = kernel.supports(p); !s) throw UserError(s.message());
   require_memory(p, kernel);
   if (!from_files) {
+    require_host_memory(p, o.verify);
     in = random_inputs(p, o.seed.value_or(fresh_seed()));
     out_shape = parse_layout(o.shape.layout) == Layout::BSHD
                     ? std::vector<int64_t>{p.batch, p.seq_q, p.heads, p.head_dim}
@@ -347,7 +400,11 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
                                 : "")
         << "\n";
   }
-  if (o.time) {
+  if (o.time && exit_code != 0) {
+    // A kernel that skips work finishes early: its time would read as a record speed.
+    out << "  time: not measured, the output is wrong (fix the kernel first; a kernel that "
+           "skips work looks fast)\n";
+  } else if (o.time) {
     const Timing t = time_kernel(kernel, p, in, o.warmup, o.iters);
     const Rates r = rates(p, t.median_ms);
     out << "  time " << fmt("%.4f", t.median_ms) << " ms (median of " << t.iterations << ", min "
@@ -370,12 +427,17 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
 // attn list / attn info
 
 int cmd_list(std::ostream& out) {
-  out << "module  name          runs on  what it teaches\n";
+  int name_width = int(std::strlen("name"));
+  for (const Kernel& k : registered_kernels())
+    name_width = std::max(name_width, int(k.name.size()));
+  char line[512];
+  std::snprintf(line, sizeof line, "%-6s  %-*s  %-7s  %s\n", "module", name_width, "name",
+                "runs on", "what it teaches");
+  out << line;
   for (const Kernel& k : registered_kernels()) {
     if (k.impl != Impl::solution) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "%02d      %-13s %-8s %s\n", k.module, k.name.c_str(),
-                  k.backend == Backend::gpu ? "GPU" : "CPU", k.title.c_str());
+    std::snprintf(line, sizeof line, "%02d      %-*s  %-7s  %s\n", k.module, name_width,
+                  k.name.c_str(), k.backend == Backend::gpu ? "GPU" : "CPU", k.title.c_str());
     out << line;
   }
   return 0;
@@ -570,8 +632,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run_cmd->add_flag("--time", run.time,
                     "time it: median of --iters after --warmup (--time=0/1 also works)")
       ->check(zero_or_one("--time"));
-  run_cmd->add_option("--warmup", run.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--iters", run.iters, "timed runs")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--warmup", run.warmup, "untimed runs first")->check(at_least(0));
+  run_cmd->add_option("--iters", run.iters, "timed runs")->check(kAtLeastOne);
   add_dtype_option(run_cmd, run.dtype, "the module's own: f32 for 00-06, bf16 from 07 on");
   run_cmd->add_option("--seed", run.seed, "seed of the random inputs (printed when not given)");
   run_cmd->add_option("--q", run.q_path,
@@ -596,8 +658,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   add_dtype_option(bench_cmd, bench.dtype,
                    "each module's own; with --dtype, modules that do not take it are skipped");
   bench_cmd->add_option("--out", bench.out_path, "JSON file to write");
-  bench_cmd->add_option("--warmup", bench.warmup)->check(CLI::NonNegativeNumber);
-  bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--warmup", bench.warmup)->check(at_least(0));
+  bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(kAtLeastOne);
   bench_cmd->add_option("--max-seconds", bench.max_seconds, "time budget per shape");
 
   const auto& subs = app.get_subcommands({});
@@ -630,6 +692,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "attn: " << e.what() << "\n";
   } catch (const CudaError& e) {
     err << "attn: CUDA error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    err << "attn: out of host memory (" << human_bytes(available_host_memory_bytes())
+        << " available): try a smaller shape\n";
+  } catch (const std::length_error&) {
+    err << "attn: the problem is too large to hold in host memory: try a smaller shape\n";
   } catch (const std::exception& e) {
     err << "attn: " << e.what() << "\n";
   }

@@ -2,7 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <dlfcn.h>
+
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "common/cuda_check.h"
 
@@ -17,13 +23,42 @@ int cuda_device_count() {
   return count;
 }
 
+bool nvidia_driver_present() {
+  // The CUDA runtime talks to the GPU through the driver's library, libcuda.so.1, which the
+  // NVIDIA driver installs (the toolkit only ships a stub for linking). Without it the
+  // runtime reports "driver version is insufficient", which is misleading on a machine that
+  // has no NVIDIA GPU at all.
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
+
 std::string no_device_reason() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   cudaGetLastError();
   if (err == cudaSuccess && count > 0) return "";
-  if (err == cudaSuccess) return "no CUDA device found";
+  if (!nvidia_driver_present())
+    return "no NVIDIA GPU or driver found on this machine (libcuda.so.1 is not installed)";
+  if (err == cudaSuccess || err == cudaErrorNoDevice) return "no CUDA device found";
+  if (err == cudaErrorInsufficientDriver)
+    return std::string("the NVIDIA driver is older than this CUDA runtime needs (") +
+           cudaGetErrorString(err) + "): update the driver or build with an older toolkit";
   return std::string("no CUDA device available: ") + cudaGetErrorString(err);
+}
+
+double available_host_memory_bytes() {
+  // MemAvailable: what the kernel can hand out without swapping (free + reclaimable cache).
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0.0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+    meminfo.ignore(256, '\n');
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
 }
 
 int fp32_lanes_per_sm(int cc_major, int cc_minor) {

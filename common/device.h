@@ -9,8 +9,14 @@ namespace attn {
 
 // Number of CUDA devices; 0 when there is no GPU or no driver (never throws).
 int cuda_device_count();
-// One line for "no GPU" situations: why cudaGetDeviceCount found nothing.
+// One line for "no GPU" situations: why cudaGetDeviceCount found nothing ("no NVIDIA GPU or
+// driver found on this machine ..." when the NVIDIA driver is not installed at all).
 std::string no_device_reason();
+// Whether the NVIDIA driver's library (libcuda.so.1) can be loaded.
+bool nvidia_driver_present();
+
+// Host memory available to a new allocation, in bytes (0 when it cannot be read).
+double available_host_memory_bytes();
 
 struct DeviceInfo {
   std::string name;

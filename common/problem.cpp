@@ -138,10 +138,16 @@ Status validate(const Problem& p) {
   }
 
   // Kernels index rows with 32-bit ints (one query per thread, seq < 2^31) and grids with
-  // up to 2^31-1 blocks; element offsets are 64-bit.
-  const int64_t rows = int64_t(p.batch) * p.heads * std::max(p.seq_q, p.seq_k);
-  if (rows > std::numeric_limits<int32_t>::max())
-    return Status::error("batch*heads*seq exceeds 2^31-1 rows; split the problem");
+  // up to 2^31-1 blocks; element offsets are 64-bit. The product is formed in double: with
+  // sizes near 2^31 each, batch * heads * seq overflows even 64-bit integers.
+  const double rows = double(p.batch) * double(p.heads) * double(std::max(p.seq_q, p.seq_k));
+  if (rows > double(std::numeric_limits<int32_t>::max())) {
+    std::ostringstream s;
+    s.precision(3);
+    s << "batch*heads*seq = " << rows << " rows is more than the 2^31-1 (2147483647) a kernel "
+      << "can index; split the problem";
+    return Status::error(s.str());
+  }
   return Status::ok();
 }
 

@@ -72,6 +72,16 @@ def load_benches(paths):
     return names, peak, rows
 
 
+def file_schema(path):
+    """The "schema" field of a JSON file, or None when it cannot be read or has none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("schema") if isinstance(data, dict) else None
+
+
 def row_dtype(row):
     """The row's dtype as "f32", "f16" or "bf16" (no dtype: f32); an unknown one as written."""
     text = str(row.get("dtype") or "f32")
@@ -254,14 +264,29 @@ def main(argv):
     parser.add_argument("files", nargs="+", help="bench JSON files (schema attn-bench/1)")
     parser.add_argument("--out-dir", required=True, help="folder for the PNG files")
     parser.add_argument("--prefix", help="file name prefix (default: the JSON stem, or 'bench')")
+    parser.add_argument("--only-sweeps", action="store_true",
+                        help="skip, with a note, files of another schema (a module's own "
+                             "benchmark or ladder) instead of failing on them")
     args = parser.parse_args(argv)
+    files = args.files
+    if args.only_sweeps:
+        files = []
+        for path in args.files:
+            found = file_schema(path)
+            if found == SCHEMA:
+                files.append(path)
+            else:
+                print(f"plot_bench: skipped {path}: schema {found!r} is not an `attn bench` "
+                      f"sweep ({SCHEMA!r}); its numbers are tabled in docs/results.md")
+        if not files:
+            return 0
     try:
-        names, peak, rows = load_benches(args.files)
+        names, peak, rows = load_benches(files)
     except PlotError as e:
         print(f"plot_bench: {e}", file=sys.stderr)
         return 1
-    prefix = args.prefix or (os.path.splitext(os.path.basename(args.files[0]))[0]
-                             if len(args.files) == 1 else "bench")
+    prefix = args.prefix or (os.path.splitext(os.path.basename(files[0]))[0]
+                             if len(files) == 1 else "bench")
     os.makedirs(args.out_dir, exist_ok=True)
     out = os.path.join(args.out_dir, prefix)
     device = " / ".join(names) or "unknown device"

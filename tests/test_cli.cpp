@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -289,7 +291,7 @@ TEST_CASE("attn: GPU modules without a GPU say so in one line") {
   if (cuda_device_count() > 0) return;  // only meaningful on a machine without a GPU
   expect_one_line_error(attn_cli({"run", "--module", "1", "--verify"}), 1, "needs a GPU");
   expect_one_line_error(attn_cli({"bench", "--modules", "1"}), 1, "needs a GPU");
-  expect_one_line_error(attn_cli({"info"}), 1, "CUDA");
+  expect_one_line_error(attn_cli({"info"}), 1, "GPU");
 }
 
 TEST_CASE("attn run on .npy files: verify and write the output") {
@@ -329,6 +331,26 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
     expect_one_line_error(
         attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--dim", "64"}), 1, "disagrees");
   }
+  SUBCASE("--seq must agree with the files, as --seq-q and --seq-k must") {
+    expect_one_line_error(
+        attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--seq", "100"}), 1,
+        "--seq 100 disagrees with the .npy files (seq_q 9, seq_k 13)");
+    expect_one_line_error(
+        attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--seq-q", "7"}), 1,
+        "disagrees");
+  }
+  SUBCASE("non-finite inputs are refused before any kernel runs, naming the file") {
+    for (const float bad : {std::nanf(""), INFINITY}) {
+      std::vector<float> data(2 * 3 * 13 * 8, 0.5f);
+      data[17] = bad;
+      write_npy(v, {2, 3, 13, 8}, data);
+      const Result r = attn_cli({"run", "-m", "0", "--impl", "solution", "--q", q, "--k", k,
+                                 "--v", v, "--verify"});
+      expect_one_line_error(r, 1, v + ": element 17 is");
+      CHECK(r.err.find("finite") != std::string::npos);
+      CHECK(r.out.find("hint") == std::string::npos);  // no blame on the kernel
+    }
+  }
   SUBCASE("rank 5 and missing files") {
     write_random_npy(q, {1, 2, 3, 9, 8}, 1);
     expect_one_line_error(attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v}), 1, "rank 5");
@@ -361,4 +383,92 @@ TEST_CASE("attn --help and run --help exit 0") {
   const Result r = attn_cli({"run", "--help"});
   CHECK(r.code == 0);
   CHECK(r.out.find("--seq-q") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages that tell the truth (each case failed before its fix).
+
+namespace {
+
+// A kernel that writes zeros: a wrong answer from a kernel that did almost no work, as an
+// untouched starter gives. Registered as module 90 (CPU), in this test program only.
+Status zeros_forward(const Problem& p, const float*, const float*, const float*, float* o,
+                     cudaStream_t) {
+  std::fill(o, o + p.o_elements(), 0.0f);
+  return Status::ok();
+}
+Status any_shape(const Problem&) { return Status::ok(); }
+const bool zeros_registered = register_kernel(Kernel{90, "zeros", "writes zeros (test only)",
+                                                     Backend::cpu, Impl::solution, any_shape,
+                                                     zeros_forward, nullptr});
+
+}  // namespace
+
+TEST_CASE("attn run: a wrong output is not timed (no record speed for a kernel that skips work)") {
+  REQUIRE(zeros_registered);
+  const Result r = attn_cli({"run", "-m", "90", "--seq", "33", "--dim", "8", "--verify", "--time",
+                             "--iters", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("FAIL") != std::string::npos);
+  CHECK(r.out.find("TFLOP/s") == std::string::npos);
+  CHECK(r.out.find("GB/s") == std::string::npos);
+  CHECK(r.out.find("not measured, the output is wrong") != std::string::npos);
+  // A correct kernel still gets its throughput.
+  const Result ok = attn_cli({"run", "-m", "0", "--seq", "33", "--dim", "8", "--verify", "--time",
+                              "--iters", "2", "--impl", "solution"});
+  CHECK(ok.out.find("TFLOP/s") != std::string::npos);
+}
+
+TEST_CASE("attn run: --iters and --warmup out of range name a readable range") {
+  for (const auto& [flag, value, range] :
+       {std::tuple{"--iters", "0", ">= 1"}, std::tuple{"--warmup", "-5", ">= 0"},
+        std::tuple{"--iters", "99999999999", ">= 1"}}) {
+    const Result r = attn_cli({"run", "-m", "0", flag, value});
+    expect_one_line_error(r, 2, flag);
+    CHECK(r.err.find(range) != std::string::npos);
+    CHECK(r.err.find("1797693") == std::string::npos);    // DBL_MAX spelled out
+    CHECK(r.err.find("2147483647") == std::string::npos);  // INT_MAX spelled out
+  }
+  expect_one_line_error(attn_cli({"bench", "--iters", "0"}), 2, ">= 1");
+}
+
+TEST_CASE("attn run: sizes whose product overflows get one sentence naming the limit") {
+  const Result r = attn_cli({"run", "-m", "0", "--batch", "2147483647", "--heads", "2147483647"});
+  expect_one_line_error(r, 1, "2^31-1");
+  CHECK(r.err.find("vector") == std::string::npos);
+  CHECK(r.err.find("bad_alloc") == std::string::npos);
+  // Rows that fit the index but not the host: the host limit is named before allocating.
+  const Result big = attn_cli({"run", "-m", "0", "--seq", "200000000", "--dim", "256",
+                               "--verify"});
+  expect_one_line_error(big, 1, "of host memory");
+  CHECK(big.err.find("available") != std::string::npos);
+}
+
+TEST_CASE("attn list: columns line up whatever the module names") {
+  const Result r = attn_cli({"list"});
+  std::istringstream lines(r.out);
+  std::string header, line;
+  std::getline(lines, header);
+  const size_t runs_on = header.find("runs on"), teaches = header.find("what it teaches");
+  REQUIRE(runs_on != std::string::npos);
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    INFO(r.out);
+    REQUIRE(line.size() > teaches);
+    const std::string where = line.substr(runs_on, 3);
+    CHECK((where == "GPU" || where == "CPU"));
+    CHECK(line[teaches - 1] == ' ');
+    CHECK(line[teaches] != ' ');
+    ++rows;
+  }
+  CHECK(rows >= 8);
+}
+
+TEST_CASE("no GPU: the reason names a missing driver, not a driver version") {
+  if (cuda_device_count() > 0) return;  // the message is about machines without a GPU
+  const std::string reason = no_device_reason();
+  INFO(reason);
+  CHECK(reason.find("insufficient") == std::string::npos);
+  if (!nvidia_driver_present()) CHECK(reason.find("no NVIDIA GPU or driver found") != std::string::npos);
 }

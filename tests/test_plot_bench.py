@@ -123,6 +123,32 @@ class PlotBenchTest(unittest.TestCase):
         self.assertGreater(width, 100)
         self.assertGreater(height, 100)
 
+    def test_repository_results_plot_one_by_one(self):
+        """`./course plot` with no arguments: every committed docs/results/*.json, one call
+        each with --only-sweeps. Sweeps are plotted; a module's own benchmark or ladder (another
+        schema) is named and skipped, and no file stops the others."""
+        results = os.path.join(SCRIPTS, "..", "docs", "results")
+        paths = sorted(os.path.join(results, f) for f in os.listdir(results)
+                       if f.endswith(".json"))
+        self.assertTrue(paths, "no JSON in docs/results")
+        skipped = 0
+        for path in paths:
+            r = self.run_script(path, "--only-sweeps")
+            self.assertEqual(r.returncode, 0, f"{path}: {r.stdout}{r.stderr}")
+            skipped += "skipped" in r.stdout
+        self.assertGreater(skipped, 0, "expected the module 05 benchmark to be skipped")
+        pngs = [f for f in os.listdir(self.out_dir) if f.endswith(".png")]
+        self.assertGreater(len(pngs), 0, "no sweep was plotted")
+
+    def test_other_schema_named_without_only_sweeps(self):
+        path = self.write("gemm.json", {"schema": "attn-gemm-bench/1", "results": []})
+        r = self.run_script(path)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("attn-gemm-bench/1", r.stderr)
+        r = self.run_script(path, "--only-sweeps")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("skipped", r.stdout)
+
     def test_two_kernels_three_plots(self):
         path = self.write("ladder.json", bench_doc(two_kernel_rows()))
         r = self.run_script(path)

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Tests of the `course` driver's own logic, on the CPU: what it builds, which Python it picks
+# for the plots, its exit codes and its messages. Each test runs the real `course` script in
+# a sandbox folder whose tools are stand-ins (cmake, ctest, nvidia-smi, python3, attn) that
+# record how they were called and answer as the test sets them up: no network, no GPU, a
+# failing exercise. Run: bash tests/test_course.sh (CTest: test_course).
+set -uo pipefail
+SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FAILED=0 TESTS=0
+
+fail() { printf 'FAIL %s: %s\n' "$CURRENT" "$*"; FAILED=$((FAILED + 1)); }
+expect_contains() { [[ "$1" == *"$2"* ]] || fail "expected output containing '$2', got: $1"; }
+expect_lacks() { [[ "$1" != *"$2"* ]] || fail "expected no '$2' in: $1"; }
+expect_code() { [[ "$1" == "$2" ]] || fail "exit code $1, expected $2; output: ${OUT:-}"; }
+
+# A sandbox course tree with stand-in tools. Knobs (environment): FAKE_GPU=1 makes
+# nvidia-smi find a GPU; FAKE_SYSTEM_PLOTS=1 gives the system python3 matplotlib and numpy;
+# FAKE_PIP_WORKS=1 lets pip install them (else pip fails as without network);
+# FAKE_EXERCISE_RC is the exit code of `attn run --impl exercise`; FAKE_SKIPS lists the tests
+# the stand-in ctest reports as skipped.
+make_sandbox() {
+  BOX=$(mktemp -d)
+  mkdir -p "$BOX/bin" "$BOX/modules/00_reference" "$BOX/modules/01_naive" "$BOX/scripts" \
+           "$BOX/docs/results"
+  cp "$SOURCE/course" "$BOX/course"
+  touch "$BOX/modules/00_reference/exercise.cpp" "$BOX/modules/01_naive/exercise.cu"
+  printf 'matplotlib>=3.6\nnumpy>=1.24\n' >"$BOX/requirements.txt"
+  echo '{"schema": "attn-bench/1"}' >"$BOX/docs/results/a.json"
+  echo '{"schema": "attn-gemm-bench/1"}' >"$BOX/docs/results/b.json"
+  local log="$BOX/calls.log"
+  cat >"$BOX/bin/cmake" <<EOF
+#!/usr/bin/env bash
+echo "cmake \$*" >>"$log"
+case "\$1" in
+  --version) echo "cmake version 3.25.1" ;;
+  --preset) mkdir -p "$BOX/build/\$2"; touch "$BOX/build/\$2/build.ninja"
+            echo "ATTN_PYTHON:FILEPATH=/cached/python" >"$BOX/build/\$2/CMakeCache.txt" ;;
+  --build) mkdir -p "$BOX/build/release"; cp "$BOX/bin/attn" "$BOX/build/release/attn" ;;
+esac
+exit 0
+EOF
+  cat >"$BOX/bin/ctest" <<EOF
+#!/usr/bin/env bash
+echo "ctest \$*" >>"$log"
+n=0
+for t in \${FAKE_SKIPS:-}; do n=\$((n + 1)); echo "\$n/9 Test  #\$n: \$t ..........***Skipped   0.01 sec"; done
+echo "100% tests passed, 0 tests failed out of 9"
+for t in \${FAKE_SKIPS:-}; do echo "	  1 - \$t (Skipped)"; done
+exit 0
+EOF
+  cat >"$BOX/bin/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+[[ "${FAKE_GPU:-0}" == 1 ]] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+echo "GPU 0: NVIDIA H100 80GB HBM3"
+EOF
+  # python3: imports of matplotlib/numpy work only with FAKE_SYSTEM_PLOTS=1; `-m venv DIR`
+  # makes DIR/bin/python, a python whose pip works only with FAKE_PIP_WORKS=1.
+  cat >"$BOX/bin/python3" <<EOF
+#!/usr/bin/env bash
+echo "python3 \$*" >>"$log"
+if [[ "\$1" == -m && "\$2" == venv ]]; then
+  dir="\${@: -1}"; mkdir -p "\$dir/bin"
+  cat >"\$dir/bin/python" <<'PY'
+#!/usr/bin/env bash
+echo "venv-python \$*" >>"$log"
+if [[ "\$1" == -m && "\$2" == pip ]]; then
+  [[ "\${FAKE_PIP_WORKS:-0}" == 1 ]] || exit 1
+  touch "\$(dirname "\$0")/../plots-installed"; exit 0
+fi
+if [[ "\$1" == -c ]]; then [[ -f "\$(dirname "\$0")/../plots-installed" ]]; exit; fi
+exit 0
+PY
+  chmod +x "\$dir/bin/python"; exit 0
+fi
+if [[ "\$1" == -c ]]; then
+  [[ "\$2" == *matplotlib* ]] && { [[ "\${FAKE_SYSTEM_PLOTS:-0}" == 1 ]]; exit; }
+  exit 0
+fi
+exit 0
+EOF
+  cat >"$BOX/bin/attn" <<EOF
+#!/usr/bin/env bash
+echo "attn \$*" >>"$log"
+for a in "\$@"; do
+  [[ "\$a" == --frob ]] && { echo "attn: The following argument was not expected: --frob" >&2; exit 2; }
+done
+[[ " \$* " == *" --impl exercise "* ]] && exit "\${FAKE_EXERCISE_RC:-0}"
+exit 0
+EOF
+  for tool in nvcc ninja; do printf '#!/usr/bin/env bash\nexit 0\n' >"$BOX/bin/$tool"; done
+  chmod +x "$BOX/bin/"*
+}
+
+# Runs the sandbox's course with the stand-in tools first on PATH; sets OUT and CODE.
+course() {
+  OUT=$(cd "$BOX" && PATH="$BOX/bin:$PATH" ATTN_JOBS=1 ./course "$@" 2>&1)
+  CODE=$?
+}
+calls() { cat "$BOX/calls.log" 2>/dev/null; }
+
+run_test() {
+  CURRENT=$1; TESTS=$((TESTS + 1))
+  make_sandbox
+  # The test runs in a subshell (its knobs stay local); it exits with its failed checks.
+  (unset FAKE_GPU FAKE_SYSTEM_PLOTS FAKE_PIP_WORKS FAKE_EXERCISE_RC FAKE_SKIPS
+   FAILED=0; "$1"; exit "$FAILED")
+  FAILED=$((FAILED + $?))
+  rm -rf "$BOX"
+}
+
+# --- the tests --------------------------------------------------------------------------------
+
+# Without network and without a plotting stack, `course test` still runs the tests: only the
+# plots are given up, in one line.
+test_offline_test_runs_the_tests() {
+  FAKE_GPU=1 course test
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "pip could not install them"
+  expect_contains "$(calls)" "ctest"
+  [[ ! -e "$BOX/.venv" ]] || fail "a half-made .venv was left behind"
+}
+
+# A system python3 with matplotlib is used as it is: no venv, no pip.
+test_system_python_with_plots_needs_no_venv() {
+  FAKE_SYSTEM_PLOTS=1 course test
+  expect_code "$CODE" 0
+  [[ ! -e "$BOX/.venv" ]] || fail ".venv created although python3 has matplotlib"
+  expect_lacks "$(calls)" "-m venv"
+}
+
+# With network the venv sees the system's packages and gets requirements.txt.
+test_venv_made_when_pip_works() {
+  FAKE_PIP_WORKS=1 course test
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "-m venv --system-site-packages"
+  [[ -x "$BOX/.venv/bin/python" ]] || fail "no .venv/bin/python"
+}
+
+# A build configured before the plotting Python existed is re-configured with it, so the
+# plot test runs instead of being skipped.
+test_configure_gets_the_plot_python() {
+  FAKE_SYSTEM_PLOTS=1 course run 00           # first configure
+  FAKE_SYSTEM_PLOTS=1 course test
+  expect_contains "$(calls)" "-DATTN_PYTHON=$BOX/bin/python3"
+}
+
+# Skips are reported with their real reasons.
+test_skip_reasons() {
+  FAKE_SKIPS="test_plot check_01" course test
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "test_plot was skipped, not passed: no Python with matplotlib"
+  expect_contains "$OUT" "1 test program(s) were skipped, not passed: they need a CUDA GPU (check_01)"
+}
+
+# `course run` exits 1 when the exercise fails, 0 when it passes.
+test_run_exit_code_follows_the_exercise() {
+  FAKE_EXERCISE_RC=1 course run 00
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "does not pass yet"
+  FAKE_EXERCISE_RC=0 course run 00
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "passed on this shape"
+}
+
+# A flag attn does not know is a usage error (2), not a failed exercise.
+test_run_usage_error() {
+  course run 00 --frob
+  expect_code "$CODE" 2
+  expect_contains "$OUT" "refused them"
+  expect_lacks "$OUT" "does not pass yet"
+  expect_lacks "$OUT" "== your exercise =="
+}
+
+# Without a GPU, a GPU module says so, names module 00 and what to run, compiles the exercise
+# only, and runs nothing.
+test_run_gpu_module_without_gpu() {
+  course run 01
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "No NVIDIA GPU here"
+  expect_contains "$OUT" "./course run 00"
+  expect_lacks "$(calls)" "attn run"
+  expect_contains "$(calls)" "--target m01_exercise"
+  expect_lacks "$(calls)" "--target attn"
+}
+
+# What a command builds, and the first build's note.
+test_builds_what_the_command_needs() {
+  FAKE_GPU=1 course run 01
+  expect_contains "$OUT" "first build"
+  expect_contains "$(calls)" "--build $BOX/build/release --target attn"
+  : >"$BOX/calls.log"
+  FAKE_GPU=1 course run 01
+  expect_lacks "$OUT" "first build"
+  mkdir -p "$BOX/build/release"; printf '#!/usr/bin/env bash\nexit 0\n' >"$BOX/build/release/grade_00"
+  chmod +x "$BOX/build/release/grade_00"
+  course grade 00
+  expect_contains "$(calls)" "--target grade_00"
+}
+
+# `course plot` with no files plots what is a sweep and names the rest (plot_bench's
+# --only-sweeps), without dying on the first file of another schema.
+test_plot_defaults_to_only_sweeps() {
+  FAKE_SYSTEM_PLOTS=1 course plot
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "docs/results/b.json --out-dir docs/img --only-sweeps"
+}
+
+# status names the next module.
+test_status_names_the_next_module() {
+  mkdir -p "$BOX/build/grades"; echo "pass 2026-01-01T00:00:00Z" >"$BOX/build/grades/00"
+  FAKE_GPU=1 course status
+  expect_contains "$OUT" "Next: module 01 (01_naive)"
+  course status
+  expect_contains "$OUT" "needs a GPU, and none is here"
+}
+
+for t in $(declare -F | awk '{print $3}' | grep '^test_'); do run_test "$t"; done
+echo "test_course: $TESTS tests, $FAILED failed checks"
+[[ $FAILED -eq 0 ]]
