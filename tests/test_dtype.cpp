@@ -471,7 +471,11 @@ Status copy_v_forward16(const Problem& p, const void*, const void*, const void* 
 // The same, one element too many: a write into the guard after O.
 Status overrun_forward16(const Problem& p, const void*, const void*, const void* v, void* o,
                          cudaStream_t stream) {
-  ATTN_CUDA_RETURN(cudaMemcpyAsync(o, v, size_t(p.o_elements() + 1) * 2,
+  // O = V (the shapes here are equal), then one element more, past the end of O: the copy
+  // reads only inside V, so the one write past O is the only fault.
+  ATTN_CUDA_RETURN(cudaMemcpyAsync(o, v, size_t(p.o_elements()) * 2, cudaMemcpyDeviceToDevice,
+                                   stream));
+  ATTN_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint16_t*>(o) + p.o_elements(), v, 2,
                                    cudaMemcpyDeviceToDevice, stream));
   return Status::ok();
 }
