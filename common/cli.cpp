@@ -357,12 +357,9 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
     // .npy inputs are float32; a 16-bit kernel gets them rounded to nearest, and the host
     // copies are rounded the same way so that --verify compares against the reference on
     // exactly the values the kernel read (and --out writes those values' result).
-    round_to_dtype(in.q, dtype);
-    round_to_dtype(in.k, dtype);
-    round_to_dtype(in.v, dtype);
+    round_inputs(in, dtype);
   }
-  if (Status s = validate(p); !s) throw UserError(s.message());
-  if (Status s = kernel.supports(p); !s) throw UserError(s.message());
+  if (Status s = check_problem(kernel, p); !s) throw UserError(s.message());
   require_memory(p, kernel);
   if (!from_files) {
     require_host_memory(p, o.verify);

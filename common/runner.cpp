@@ -22,10 +22,15 @@ Inputs random_inputs(const Problem& p, uint64_t seed, float range) {
   fill_uniform(in.v, seed * 3 + 2, -1.0f, 1.0f);
   // Round to the problem's element type in place (identity for f32): the host copies then
   // hold exactly what the device buffers will, and the reference sees the kernel's inputs.
-  round_to_dtype(in.q, p.dtype);
-  round_to_dtype(in.k, p.dtype);
-  round_to_dtype(in.v, p.dtype);
+  round_inputs(in, p.dtype);
   return in;
+}
+
+void round_inputs(Inputs& in, DType t) {
+  if (t == DType::f32) return;
+  round_to_dtype(in.q, t);
+  round_to_dtype(in.k, t);
+  round_to_dtype(in.v, t);
 }
 
 namespace {
@@ -129,12 +134,16 @@ Status run_on_cpu(const Kernel& kernel, const Problem& p, const Inputs& in,
 
 }  // namespace
 
-Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
-                  std::vector<float>& out, int64_t* guard_writes) {
+Status check_problem(const Kernel& kernel, const Problem& p) {
   // The type first: a module that cannot take these tensors has nothing to say about shapes.
   if (Status s = supports_dtype(kernel, p.dtype); !s) return s;
   if (Status s = validate(p); !s) return s;
-  if (Status s = kernel.supports(p); !s) return s;
+  return kernel.supports(p);
+}
+
+Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
+                  std::vector<float>& out, int64_t* guard_writes) {
+  if (Status s = check_problem(kernel, p); !s) return s;
   Status s = kernel.backend == Backend::gpu ? run_on_gpu(kernel, p, in, out)
                                             : run_on_cpu(kernel, p, in, out);
   if (!s) return s;
@@ -158,9 +167,7 @@ CheckResult check_kernel(const Kernel& kernel, const Problem& p, const Inputs& i
       // The kernel read Q, K, V rounded to p.dtype; so must the reference (rounding twice
       // changes nothing, so this is free of effect for inputs that are rounded already).
       Inputs rounded = in;
-      round_to_dtype(rounded.q, p.dtype);
-      round_to_dtype(rounded.k, p.dtype);
-      round_to_dtype(rounded.v, p.dtype);
+      round_inputs(rounded, p.dtype);
       r.reference = reference_attention(p, rounded.q, rounded.k, rounded.v);
     }
     r.comparison = compare_output(p, r.output, r.reference, tolerance);

@@ -30,10 +30,20 @@ struct Inputs {
 // A larger range gives larger logits (scores grow with range^2 * head_dim * scale).
 Inputs random_inputs(const Problem& p, uint64_t seed, float range = 1.0f);
 
+// Rounds Q, K and V to type t in place (nothing for f32): the one place host inputs are
+// rounded, so that the host copies hold exactly what a 16-bit kernel reads. Rounding twice
+// changes nothing.
+void round_inputs(Inputs& in, DType t);
+
 // Ok when `kernel` takes tensors of type t, else one line that says what to do instead:
 // "module 03 computes in f32; --dtype bf16 needs a 16-bit module (07 tensor_cores)" or
 // "module 07 takes f16 or bf16 tensors (--dtype bf16 or f16), not f32".
 Status supports_dtype(const Kernel& kernel, DType t);
+
+// The one check of a problem for a kernel, in the order a user fixes things: the element
+// type, then the shape rules every module shares (validate), then the module's own limits
+// (its supports()). run_kernel calls it; so does the CLI, before it allocates anything.
+Status check_problem(const Kernel& kernel, const Problem& p);
 
 // Q, K, V uploaded to the device and an O buffer, in the element type p.dtype names: float
 // for fp32 problems, the 16-bit patterns (uint16_t holding __half or __nv_bfloat16 bits) for
