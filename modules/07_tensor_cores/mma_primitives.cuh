@@ -7,7 +7,7 @@
 //   ldmatrix(.trans)            one warp loads four 8x8 tiles of 16-bit elements from shared
 //                               memory straight into fragment registers (LDSM)
 //   cp.async                    a 16-byte global -> shared copy that runs in the background
-//                               (LDGSTS)
+//                               (LDGSTS; common/device/cp_async.cuh)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "common/device/cp_async.cuh"
 
 // mma.sync.m16n8k16 (with bf16), ldmatrix and cp.async need sm_80. The course also builds for
 // sm_75 (Turing): there the wrappers below compile to nothing, and launch_config()
@@ -113,32 +115,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
 #endif
 }
 
-// ---- cp.async (as in module 06, here always 16 bytes = 8 elements) -------------------------
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// valid = false reads nothing and writes 16 zero bytes: rows past seq and columns past
-// head_dim become zeros, which add nothing to a dot product. .cg caches in L2 only: K and V
-// tiles are shared by the blocks of one head through L2.
-__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem, bool valid) {
-#if ATTN_M07_HAS_SM80
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if ATTN_M07_HAS_SM80
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-// Waits until at most kPending of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if ATTN_M07_HAS_SM80
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
+// ---- cp.async ------------------------------------------------------------------------------
+// The 16-byte copies of K and V, their commit groups and waits are the device layer's
+// (common/device/cp_async.cuh, met in module 06); smem_u32 gives the shared-window address
+// that ldmatrix takes.
+using device::smem_u32;
 
 // 2^x on the special-function unit (MUFU.EX2); 2^-inf = +0.
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -26,15 +26,20 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/device/cp_async.cuh"
+#include "common/device/head_dim.cuh"
+#include "common/device/math.cuh"
+#include "common/device/warp.cuh"
 #include "common/problem.h"
 #include "common/status.h"
 #include "modules/07_tensor_cores/mma_primitives.cuh"
 
 namespace attn::m07 {
 
-constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = 2^(x * log2(e))
+using device::kLog2e;  // exp(x) = 2^(x * log2(e))
 
 // How K/V copies overlap the math (README, section 4):
 //   sync       each tile is copied, waited for, then computed: nothing overlaps (a ladder rung);
@@ -129,7 +134,7 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* __rest
     uint16_t* dst = tile + chunk_offset<C::D, C::kSwizzle>(r, c);
     if constexpr (kVec) {
       const bool ok = column_ok && r < rows_valid;
-      cp_async_16(smem_u32(dst), ok ? src : g, ok);
+      device::cp_async_16(dst, ok ? src : g, ok);
     } else {
       uint16_t x[8];
 #pragma unroll
@@ -185,8 +190,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kKeys / 8][4], floa
   float m_ref[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    tile_max[r] = device::group_max<4>(tile_max[r]);
     const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);  // scale_log2 > 0
     m_ref[r] = m_new == -INFINITY ? 0.0f : m_new;
     const float alpha = fast_exp2(m[r] - m_ref[r]);
@@ -344,24 +348,24 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     uint16_t* const v_buf = smem + kTile;
     load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
     if (tiles > 0) load_k(k_buf, 0);
-    cp_async_commit();
+    device::cp_async_commit();
     if constexpr (C::kQInRegisters) {  // Q is staged in the V buffer: into registers first
-      cp_async_wait<0>();
+      device::cp_async_wait<0>();
       __syncthreads();
       qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     } else {
       qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     }
     for (int t = 0; t < tiles; ++t) {
-      cp_async_wait<0>();  // K(t) has landed (own copies) ...
+      device::cp_async_wait<0>();  // K(t) has landed (own copies) ...
       __syncthreads();     // ... everyone's; everyone is done with V(t - 1) (and staged Q)
       load_v(v_buf, t);
-      cp_async_commit();
+      device::cp_async_commit();
       tile_math(t, s_base, s_base + 2 * kTile, [&] {
-        cp_async_wait<0>();  // V(t) has landed ...
+        device::cp_async_wait<0>();  // V(t) has landed ...
         __syncthreads();     // ... everyone's; everyone is done with K(t)
         if (t + 1 < tiles) load_k(k_buf, t + 1);
-        cp_async_commit();
+        device::cp_async_commit();
       });
     }
   } else if constexpr (C::kPipeline == Pipeline::two_stage) {
@@ -372,8 +376,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       load_k(smem, 0);
       load_v(smem + kTile, 0);
     }
-    cp_async_commit();
-    cp_async_wait<0>();
+    device::cp_async_commit();
+    device::cp_async_wait<0>();
     __syncthreads();
     qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     if constexpr (C::kQStaged) __syncthreads();  // Q is in registers: stage 1 is free
@@ -383,21 +387,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         load_k(smem + (stage ^ 1) * 2 * kTile, t + 1);
         load_v(smem + (stage ^ 1) * 2 * kTile + kTile, t + 1);
       }
-      cp_async_commit();
+      device::cp_async_commit();
       const uint32_t sK = s_base + stage * 4 * kTile;  // bytes: 2 per element
       tile_math(t, sK, sK + 2 * kTile, [] {});
-      cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
+      device::cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
       __syncthreads();     // ... everyone's; and nobody reads this stage any more
     }
   } else {  // sync: one buffer, every tile copied, waited for, then computed
     load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
-    cp_async_commit();
+    device::cp_async_commit();
     if constexpr (!C::kQInRegisters) qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     for (int t = 0; t < tiles; ++t) {
       load_k(smem, t);
       load_v(smem + kTile, t);
-      cp_async_commit();
-      cp_async_wait<0>();
+      device::cp_async_commit();
+      device::cp_async_wait<0>();
       __syncthreads();
       if (C::kQInRegisters && t == 0) qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
       tile_math(t, s_base, s_base + 2 * kTile, [] {});
@@ -406,7 +410,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
   // Every copy has landed and every warp is done with the K/V buffers, which the O staging
   // below may overlap (and a block that visits no tile still has its Q copy in flight).
-  cp_async_wait<0>();
+  device::cp_async_wait<0>();
   __syncthreads();
 
   // Epilogue: l summed over the quad, O / l rounded to 16 bits, staged through the warp's own
@@ -417,9 +421,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float sum = l[mt][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float sum = device::group_sum<4>(l[mt][r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key: 0, not 0/0
     }
     const int row = warp * C::kWarpRows + 16 * mt + g;
@@ -513,11 +515,13 @@ using Config128 = Config<128, 4, 2, 64, 2, true, Pipeline::fa2, false, false>;
 template <class Warp, class C64, class C128>
 Status launch_for_head_dim(const Problem& p, const void* q, const void* k, const void* v,
                            void* o, cudaStream_t stream) {
-  if (p.dtype == DType::bf16)
-    return p.head_dim <= 64 ? launch_config<Warp, __nv_bfloat16, C64>(p, q, k, v, o, stream)
-                            : launch_config<Warp, __nv_bfloat16, C128>(p, q, k, v, o, stream);
-  return p.head_dim <= 64 ? launch_config<Warp, __half, C64>(p, q, k, v, o, stream)
-                          : launch_config<Warp, __half, C128>(p, q, k, v, o, stream);
+  static_assert(C64::D == 64 && C128::D == 128, "one configuration per compiled head dim");
+  return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
+    using C = std::conditional_t<decltype(d)::value == 64, C64, C128>;
+    if (p.dtype == DType::bf16)
+      return launch_config<Warp, __nv_bfloat16, C>(p, q, k, v, o, stream);
+    return launch_config<Warp, __half, C>(p, q, k, v, o, stream);
+  });
 }
 
 // forward() of the exercise and the solution: the production configurations.
