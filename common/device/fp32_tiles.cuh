@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/device/head_dim.cuh"
 #include "common/device/math.cuh"
 #include "common/problem.h"
 #include "common/status.h"
@@ -166,20 +167,27 @@ struct RowGrid {
   float q_scale;     // softmax_scale * log2(e), folded into q on loading
 };
 
-// Computes the grid of a kernel with tiling T and calls launch(vec4, grid), vec4 a
-// std::bool_constant: true when 16-byte loads are safe (head_dim % 4 == 0 and every K and V
-// row starts on a 16-byte boundary). launch performs the <<<...>>> of the kernel instance.
-template <class T, class Launch>
+// Picks the kernel instance and its grid, then calls launch(d, vec4, grid), which performs the
+// <<<grid.blocks, kThreads>>> launch of that instance:
+//   d      std::integral_constant<int, D>, D = 32, 64, 96 or 128, the smallest that holds
+//          head_dim (a template parameter, so that q and acc are register arrays whose every
+//          index is known at compile time; the columns past head_dim are zeros);
+//   vec4   std::bool_constant, true when 16-byte K/V loads are safe: head_dim % 4 == 0 and
+//          every K and V row starts on a 16-byte boundary.
+template <int kThreads, int kKeys, class Launch>
 Status launch_rows(const Problem& p, const float* k, const float* v, Launch&& launch) {
-  const int64_t query_blocks = (int64_t(p.seq_q) + T::kQueries - 1) / T::kQueries;
-  const int64_t blocks = query_blocks * p.batch * p.heads;  // <= rows <= 2^31 - 1 (validate)
-  const RowGrid grid{unsigned(blocks), int(query_blocks), p.softmax_scale() * kLog2e};
-  if (p.head_dim % 4 == 0 && rows_aligned16(k, p.k) && rows_aligned16(v, p.v))
-    launch(std::true_type{}, grid);
-  else
-    launch(std::false_type{}, grid);
-  ATTN_CUDA_RETURN(cudaGetLastError());
-  return Status::ok();
+  return dispatch_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {
+    using T = Fp32Tiling<decltype(d)::value, kThreads, kKeys>;
+    const int64_t query_blocks = (int64_t(p.seq_q) + T::kQueries - 1) / T::kQueries;
+    const int64_t blocks = query_blocks * p.batch * p.heads;  // <= rows <= 2^31 - 1 (validate)
+    const RowGrid grid{unsigned(blocks), int(query_blocks), p.softmax_scale() * kLog2e};
+    if (p.head_dim % 4 == 0 && rows_aligned16(k, p.k) && rows_aligned16(v, p.v))
+      launch(d, std::true_type{}, grid);
+    else
+      launch(d, std::false_type{}, grid);
+    ATTN_CUDA_RETURN(cudaGetLastError());
+    return Status::ok();
+  });
 }
 
 }  // namespace attn::device

@@ -19,7 +19,6 @@
 #include <cstdint>
 
 #include "common/device/fp32_tiles.cuh"
-#include "common/device/head_dim.cuh"
 #include "common/device/online_softmax.cuh"
 #include "common/problem.h"
 #include "common/status.h"
@@ -103,25 +102,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock, Tiling<D>::kMinBlocksPerSM)
                          p.head_dim);
 }
 
-// One head-dim instance: the grid (device::launch_rows) and the kernel for 4- or 16-byte
-// K/V loads. Causal or not, the grid is the same; only its order differs (see the kernel).
-template <class Mask, int D>
-Status launch_head_dim(const Problem& p, const float* q, const float* k, const float* v,
-                       float* o, cudaStream_t stream) {
-  return device::launch_rows<Tiling<D>>(p, k, v, [&](auto vec4, const device::RowGrid& g) {
-    flash_forward_kernel<Mask, D, decltype(vec4)::value>
-        <<<g.blocks, kThreadsPerBlock, 0, stream>>>(p, g.q_scale, g.query_blocks, q, k, v, o);
-  });
-}
-
-// The head dim is a template parameter so that q and acc are register arrays (their size and
-// every index are known at compile time); head_dim is padded to the next instance.
+// The kernel instance for the head dim (d) and for 4- or 16-byte K/V loads (vec4), over the
+// grid of device::launch_rows (common/device/fp32_tiles.cuh).
 template <class Mask>
 Status launch(const Problem& p, const float* q, const float* k, const float* v, float* o,
               cudaStream_t stream) {
-  return device::dispatch_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {
-    return launch_head_dim<Mask, decltype(d)::value>(p, q, k, v, o, stream);
-  });
+  return device::launch_rows<kThreadsPerBlock, kKeysPerTile>(
+      p, k, v, [&](auto d, auto vec4, const device::RowGrid& g) {
+        flash_forward_kernel<Mask, decltype(d)::value, decltype(vec4)::value>
+            <<<g.blocks, kThreadsPerBlock, 0, stream>>>(p, g.q_scale, g.query_blocks, q, k, v, o);
+      });
 }
 
 }  // namespace attn::m04
