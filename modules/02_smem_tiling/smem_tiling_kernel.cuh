@@ -1,7 +1,8 @@
 // Module 02, given: one thread per query, three passes over the keys (module 01's math), with
 // K and V staged in shared memory a tile at a time. The kernel is a template over `Tiles`, a
 // struct with four static functions that the exercise (exercise.cu) and the solution
-// (solutions/02_smem_tiling/solution.cu) provide:
+// (solutions/02_smem_tiling/solution.cu) provide; the kernel calls the three passes, and the
+// passes call load_tile:
 //
 //   Tiles::load_tile<D>(tile, src, strides, b, h, key0, keys, head_dim)
 //                                      TODO 1: the block copies one tile of K or V (section 2)
