@@ -6,12 +6,10 @@
 # A module whose forward() runs on the CPU is labelled `cpu`, the others `gpu`:
 #   attn_add_module(00 reference)   -- CPU: decided by the exercise being a .cpp file
 # Optional:
-#   LIBS lib...   extra libraries for the module's grader and benchmark, e.g. cuBLAS for a
-#                 comparison: attn_add_module(05 batched_gemm LIBS CUDA::cublas). They are not
-#                 linked into the module libraries (so not into `attn`): forward() must not
-#                 need them.
-#   solutions/NN_name/bench.cu, if it exists, builds the program bench_NN (the module's own
-#   benchmark) against mNN_solution, attn_common, CLI11 and LIBS. Not a test: run it by hand.
+#   LIBS lib...   extra libraries for the module's grader, e.g. cuBLAS for a comparison:
+#                 attn_add_module(05 batched_gemm LIBS CUDA::cublas). They are not linked
+#                 into the module libraries (so not into `attn`): forward() must not need them.
+# A module's own benchmark or ladder is not built here: bench/CMakeLists.txt has them.
 function(attn_add_module number name)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "LIBS")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -60,12 +58,4 @@ function(attn_add_module number name)
     endif()
   endforeach()
 
-  # The module's benchmark program, against the solution.
-  set(bench_source ${src}/solutions/${dir}/bench.cu)
-  if(EXISTS ${bench_source})
-    add_executable(bench_${number} ${bench_source})
-    target_link_libraries(bench_${number} PRIVATE m${number}_solution attn_common CLI11::CLI11
-                          ${ARG_LIBS})
-    target_compile_definitions(bench_${number} PRIVATE ATTN_IMPL=solution)
-  endif()
 endfunction()

@@ -54,7 +54,7 @@ class DeviceBuffer {
   }
   // Fill every byte with 0xFF. For float this is the NaN bit pattern 0xFFFFFFFF, which no
   // arithmetic produces (CUDA's computed NaN is 0x7FFFFFFF), so after a launch any element
-  // still equal to it was never written: see kPoisonBits in compare.h.
+  // still equal to it was never written: see kPoisonBits in poison.h.
   void poison() {
     if (count_ > 0) ATTN_CUDA_CHECK(cudaMemset(data_, 0xFF, bytes()));
   }

@@ -17,6 +17,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/bench_json.h"
 #include "common/buffers.h"
 #include "common/device.h"
 #include "common/diagnose.h"
@@ -492,15 +493,6 @@ std::vector<Problem> bench_shapes(const std::string& preset) {
   return shapes;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    r += c;
-  }
-  return r;
-}
-
 int cmd_bench(const BenchOptions& o, std::ostream& out) {
   std::vector<int> modules = o.modules;
   if (modules.empty())
@@ -538,9 +530,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   const DeviceInfo dev = query_device();
   const double copy_gbs = measure_copy_gbs();
 
-  std::ostringstream rows;
-  rows.precision(9);
-  bool first = true;
+  std::vector<json::Object> rows;
   out << "device: " << dev.summary() << ", measured copy " << fmt("%.0f", copy_gbs) << " GB/s\n";
   out << "kernel               shape                               ms      TFLOP/s   GB/s   check\n";
   for (const auto& [kernel_ptr, dtype] : runs) {
@@ -573,38 +563,26 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
                     kernel.label().c_str(), p.describe().c_str(), t.median_ms, r.tflops, r.gbs,
                     status == "ok" ? check.c_str() : "skipped");
       if (status == "ok") out << line;
-      rows << (first ? "" : ",\n") << "    {\"kernel\": \"" << kernel.label()
-           << "\", \"module\": " << module << ", \"impl\": \"" << impl_name(kernel.impl)
-           << "\", \"batch\": " << p.batch << ", \"heads\": " << p.heads
-           << ", \"kv_heads\": " << p.kv_heads
-           << ", \"seq_q\": " << p.seq_q << ", \"seq_k\": " << p.seq_k
-           << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
-           << ", \"dtype\": \"" << dtype_name(p.dtype) << "\""
-           << ", \"status\": \"" << json_escape(status) << "\", \"check\": \"" << check
-           << "\", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms
-           << ", \"iterations\": " << t.iterations << ", \"flops\": " << attention_flops(p)
-           << ", \"tflops\": " << r.tflops << ", \"gbs\": " << r.gbs
-           << ", \"bytes_fused\": " << attention_bytes_fused(p)
-           << ", \"bytes_unfused\": " << attention_bytes_unfused(p)
-           << ", \"device_bytes\": " << attention_buffer_bytes(p)
-           << "}";
-      first = false;
+      json::Object row;
+      row.add("kernel", kernel.label()).add("module", module).add("impl", impl_name(kernel.impl))
+          .add("batch", p.batch).add("heads", p.heads).add("kv_heads", p.kv_heads)
+          .add("seq_q", p.seq_q).add("seq_k", p.seq_k).add("head_dim", p.head_dim)
+          .add("causal", p.causal).add("dtype", dtype_name(p.dtype)).add("status", status)
+          .add("check", check).add("median_ms", t.median_ms).add("min_ms", t.min_ms)
+          .add("iterations", t.iterations).add("flops", attention_flops(p))
+          .add("tflops", r.tflops).add("gbs", r.gbs)
+          .add("bytes_fused", attention_bytes_fused(p))
+          .add("bytes_unfused", attention_bytes_unfused(p))
+          .add("device_bytes", attention_buffer_bytes(p));
+      rows.push_back(row);
     }
   }
-  std::ofstream file(o.out_path);
-  if (!file) throw UserError("cannot write " + o.out_path);
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  file.precision(9);
-  file << "{\n  \"schema\": \"attn-bench/1\",\n  \"created\": \"" << date << "\",\n"
-       << "  \"preset\": \"" << o.preset << "\",\n"
-       << "  \"device\": {\"name\": \"" << json_escape(dev.name) << "\", \"cc\": \"" << dev.cc_major
-       << "." << dev.cc_minor << "\", \"sms\": " << dev.sm_count
-       << ", \"peak_fp32_tflops\": " << dev.peak_fp32_tflops
-       << ", \"peak_bandwidth_gbs\": " << dev.peak_bandwidth_gbs
-       << ", \"measured_copy_gbs\": " << copy_gbs << "},\n  \"results\": [\n"
-       << rows.str() << "\n  ]\n}\n";
+  json::Document doc("attn-bench/1");
+  doc.field("created", "\"" + json::utc_now() + "\"")
+      .field("preset", "\"" + json::escape(o.preset) + "\"")
+      .field("device", json::device(dev).add("measured_copy_gbs", copy_gbs))
+      .list("results", rows);
+  if (Status s = doc.write(o.out_path); !s) throw UserError(s.message());
   out << "wrote " << o.out_path << "\n";
   return 0;
 }

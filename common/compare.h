@@ -11,13 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "common/poison.h"
 #include "common/problem.h"
 
 namespace attn {
 
-// The bit pattern DeviceBuffer::poison() writes (a NaN no arithmetic produces). 16-bit outputs
-// use kPoisonBits16 (common/half.h), which reads back as this one.
-constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;
+// Whether x holds the bit pattern DeviceBuffer::poison() writes (kPoisonBits, common/poison.h).
 bool is_poison(float x);
 float poison_value();  // the float whose bits are kPoisonBits
 

@@ -27,11 +27,11 @@ RowState row_state(const Problem& p, const CheckResult& r, int b, int h, int i) 
   return any_wrong ? RowState::wrong : RowState::ok;
 }
 
+}  // namespace
+
 bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model) {
   return compare_output(p, r.output, model, r.comparison.tolerance).passed();
 }
-
-}  // namespace
 
 std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const CheckResult& r) {
   std::vector<std::string> hints;

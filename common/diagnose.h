@@ -16,4 +16,9 @@ namespace attn {
 // a causal mask ignored) by recomputing the reference as the buggy code would.
 std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const CheckResult& r);
 
+// True when the kernel's output in `r` passes the comparison (same tolerance) against `model`:
+// an output computed as a classic bug would compute it. The hints above and the graders'
+// module-specific hints use it to name the bug.
+bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model);
+
 }  // namespace attn

@@ -25,17 +25,10 @@
 #include <cstring>
 #include <vector>
 
-#include "common/compare.h"
+#include "common/poison.h"
 #include "common/problem.h"
 
 namespace attn {
-
-// The poison pattern for 16-bit outputs: every byte 0xFF, as DeviceBuffer::poison() writes.
-// 0xFFFF is a NaN in both f16 and bf16 that no conversion of a computed value produces
-// (CUDA's NaN converts to 0x7FFF / 0x7E00 / 0x7FFF, and to_bits16 below gives 0x7E00 / 0x7FC0),
-// so an output element still holding it was never written. from_bits16 turns it into the
-// float poison (kPoisonBits), so is_poison() works on downloaded 16-bit outputs unchanged.
-constexpr uint16_t kPoisonBits16 = 0xFFFFu;
 
 namespace half_detail {
 

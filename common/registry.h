@@ -23,7 +23,8 @@ const char* impl_name(Impl impl);
 // launch kernels on device pointers.
 enum class Backend { cpu, gpu };
 
-// The signature every fp32 module's forward() has (see DESIGN.md, "The module interface").
+// The signature every fp32 module's forward() has (docs/architecture.md, the module
+// interface).
 using ForwardFn = Status (*)(const Problem& p, const float* q, const float* k, const float* v,
                              float* o, cudaStream_t stream);
 // Modules whose tensors are 16-bit (module 07 on): device pointers to p.dtype elements
@@ -63,8 +64,10 @@ const Kernel* find_kernel(int module, Impl impl);
 #define ATTN_STRINGIFY_(x) #x
 #define ATTN_STRINGIFY(x) ATTN_STRINGIFY_(x)
 
-// Impl::exercise or Impl::solution, from the ATTN_IMPL this file is compiled with.
-#define ATTN_IMPL_ENUM_                                                                    \
+// Impl::exercise or Impl::solution, from the ATTN_IMPL this file is compiled with. A macro,
+// not an inline function: `attn` compiles files with both values into one program, and an
+// inline function must be the same in every file.
+#define ATTN_IMPL_ENUM                                                                     \
   (std::string(ATTN_STRINGIFY(ATTN_IMPL)) == "exercise" ? ::attn::Impl::exercise            \
                                                         : ::attn::Impl::solution)
 
@@ -72,7 +75,7 @@ const Kernel* find_kernel(int module, Impl impl);
 #define ATTN_REGISTER_MODULE(number, name, title, backend, supports_fn, forward_fn)          \
   namespace {                                                                              \
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
-      number, name, title, backend, ATTN_IMPL_ENUM_, supports_fn, forward_fn, nullptr});   \
+      number, name, title, backend, ATTN_IMPL_ENUM, supports_fn, forward_fn, nullptr});    \
   }
 
 // Registers a GPU module that only takes 16-bit tensors (forward = nullptr): module 07 on.
@@ -80,6 +83,6 @@ const Kernel* find_kernel(int module, Impl impl);
 #define ATTN_REGISTER_MODULE_16BIT(number, name, title, supports_fn, forward16_fn)           \
   namespace {                                                                              \
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
-      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM_, supports_fn, nullptr,    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
       forward16_fn});                                                                      \
   }

@@ -111,10 +111,6 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
   return passed;
 }
 
-bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model) {
-  return compare_output(p, r.output, model, r.comparison.tolerance).passed();
-}
-
 bool models_affordable(const Problem& p) {
   const double work = double(p.batch) * p.heads * p.seq_q * double(p.seq_k) * p.head_dim;
   return work <= 3e8;

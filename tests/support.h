@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/diagnose.h"
 #include "common/problem.h"
 #include "common/registry.h"
 #include "common/runner.h"
@@ -21,11 +22,7 @@ uint64_t base_seed();
 uint64_t next_seed();
 
 // The implementation this test binary is built against (ATTN_IMPL = exercise or solution).
-#define ATTN_STRINGIFY2_(x) #x
-#define ATTN_STRINGIFY2(x) ATTN_STRINGIFY2_(x)
-inline Impl impl_under_test() {
-  return std::string(ATTN_STRINGIFY2(ATTN_IMPL)) == "exercise" ? Impl::exercise : Impl::solution;
-}
+inline Impl impl_under_test() { return ATTN_IMPL_ENUM; }
 const Kernel& kernel_under_test(int module, Impl impl);
 
 // Module-specific explanations of a failed check, e.g. "the output matches the online softmax
@@ -75,9 +72,8 @@ bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, cons
 bool report_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                               const CheckResult& r, const CheckOptions& o = {});
 
-// True when the kernel's output in `r` passes the comparison (same tolerance) against `model`:
-// an output computed as a classic bug would compute it. Graders use it to name the bug.
-bool matches(const Problem& p, const CheckResult& r, const std::vector<double>& model);
+// Graders name a bug when the output matches a model of it: attn::matches (common/diagnose.h).
+using ::attn::matches;
 // Whether the hints may recompute the problem with a bug model: a model costs as much as the
 // reference, so the biggest checks (batch * heads * seq_q * seq_k * head_dim > 3e8) skip them.
 bool models_affordable(const Problem& p);

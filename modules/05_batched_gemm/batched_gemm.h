@@ -6,10 +6,11 @@
 // strategies for "many small matrix products": strided (every head at a fixed stride from a
 // base pointer) and pointer-array (a device array with one pointer per head, for heads that
 // live in separate allocations).
-// The exercise (exercise.cu) and the solution (solutions/05_batched_gemm/solution.cu) both
-// implement everything declared here; the grader (tests/test_05_batched_gemm.cpp) checks
+// The functions declared here are defined in batched_gemm_kernels.cuh (the given pipeline)
+// over the seven device functions of the exercise (exercise.cu) or of the solution
+// (solutions/05_batched_gemm/solution.cu); the grader (tests/test_05_batched_gemm.cpp) checks
 // either, against a double-precision CPU GEMM, against cuBLAS and against the attention
-// reference. The benchmark (solutions/05_batched_gemm/bench.cu, program bench_05) times both
+// reference. The benchmark (bench/05_batched_gemm/bench.cu, program bench_05) times both
 // strategies beside cuBLAS.
 #pragma once
 

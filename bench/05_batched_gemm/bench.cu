@@ -41,17 +41,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/bench_json.h"
 #include "common/buffers.h"
 #include "common/cuda_check.h"
 #include "common/device.h"
@@ -203,23 +201,7 @@ struct Row {
   double gbs() const { return t.median_ms > 0 ? bytes / (t.median_ms * 1e-3) / 1e9 : 0.0; }
 };
 
-std::string json_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    if (c == '\n') { r += "\\n"; continue; }
-    r += c;
-  }
-  return r;
-}
-
-std::string num(double x) {
-  if (!std::isfinite(x)) return "null";
-  std::ostringstream s;
-  s.precision(9);
-  s << x;
-  return s.str();
-}
+using json::number;
 
 struct Options {
   bool quick = false;
@@ -275,7 +257,7 @@ class Bench {
       std::snprintf(line, sizeof line, "%-18s %-8s %-26s %-25s %10.4f %8.2f %9.1f  %s\n",
                     r.section.c_str(), r.op.c_str(), shape, r.strategy.c_str(), r.t.median_ms,
                     r.tflops(), r.gbs(),
-                    std::isfinite(r.check) ? ("check " + num(r.check)).c_str() : "");
+                    std::isfinite(r.check) ? ("check " + number(r.check)).c_str() : "");
     else
       std::snprintf(line, sizeof line, "%-18s %-8s %-26s %-25s %s\n", r.section.c_str(),
                     r.op.c_str(), shape, r.strategy.c_str(), r.status.c_str());
@@ -300,7 +282,7 @@ class Bench {
   cublasHandle_t cublas_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::vector<Row> rows_;
-  std::vector<std::string> probe_json_;
+  std::vector<json::Object> probe_json_;
 };
 
 void Bench::time_gemm(const Row& base, const Gemm& g, const std::string& strategy,
@@ -585,17 +567,16 @@ void Bench::oom_probe() {
     }
     fits(hi);  // the failing size's own message
     const Problem ok_p = Problem::make(1, H, lo, lo, d), bad_p = Problem::make(1, H, hi, hi, d);
-    std::ostringstream js;
-    js.precision(12);
-    js << "{\"batch\": 1, \"heads\": " << H << ", \"head_dim\": " << d
-       << ", \"largest_seq\": " << lo << ", \"scores_bytes\": " << m05::scores_bytes(ok_p)
-       << ", \"qkvo_bytes\": " << attention_buffer_bytes(ok_p)
-       << ", \"first_failing_seq\": " << hi << ", \"failing_scores_bytes\": "
-       << m05::scores_bytes(bad_p) << ", \"failing_qkvo_bytes\": " << attention_buffer_bytes(bad_p)
-       << ", \"free_bytes_at_start\": " << free0 << ", \"free_bytes_before_failing_forward\": "
-       << free_at_failure << ", \"total_bytes\": " << total << ", \"error\": \""
-       << json_escape(last_error) << "\"}";
-    probe_json_.push_back(js.str());
+    json::Object js;
+    js.add("batch", 1).add("heads", H).add("head_dim", d).add("largest_seq", lo)
+        .add("scores_bytes", m05::scores_bytes(ok_p))
+        .add("qkvo_bytes", attention_buffer_bytes(ok_p)).add("first_failing_seq", hi)
+        .add("failing_scores_bytes", m05::scores_bytes(bad_p))
+        .add("failing_qkvo_bytes", attention_buffer_bytes(bad_p))
+        .add("free_bytes_at_start", free0)
+        .add("free_bytes_before_failing_forward", free_at_failure).add("total_bytes", total)
+        .add("error", last_error);
+    probe_json_.push_back(js);
     std::printf("oom_probe  B=1 H=%d d=%d: forward runs up to N=%d (scores %.2f GiB + Q,K,V,O "
                 "%.2f GiB); N=%d fails (scores %.2f GiB); free at start %.2f of %.2f GiB\n"
                 "           error: %s\n",
@@ -611,51 +592,42 @@ void Bench::oom_probe() {
 
 void Bench::write_json(const DeviceInfo& dev) const {
   if (o_.json_path.empty()) return;
-  std::ofstream f(o_.json_path);
-  if (!f) throw std::runtime_error("cannot write " + o_.json_path);
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   int cublas_version = 0, runtime = 0, driver = 0;
   cublasGetVersion(cublas_, &cublas_version);
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
   const char* tf32 = std::getenv("NVIDIA_TF32_OVERRIDE");
-  f << "{\n  \"schema\": \"attn-gemm-bench/1\",\n  \"created\": \"" << date << "\",\n"
-    << "  \"quick\": " << (o_.quick ? "true" : "false") << ",\n"
-    << "  \"device\": {\"name\": \"" << json_escape(dev.name) << "\", \"cc\": \"" << dev.cc_major
-    << "." << dev.cc_minor << "\", \"sms\": " << dev.sm_count
-    << ", \"sm_clock_mhz\": " << dev.sm_clock_khz / 1000
-    << ", \"mem_clock_mhz\": " << dev.mem_clock_khz / 1000
-    << ", \"total_memory_bytes\": " << dev.total_memory
-    << ", \"peak_fp32_tflops\": " << num(dev.peak_fp32_tflops)
-    << ", \"peak_bandwidth_gbs\": " << num(dev.peak_bandwidth_gbs) << "},\n"
-    << "  \"software\": {\"cuda_runtime\": " << runtime << ", \"cuda_driver\": " << driver
-    << ", \"cublas\": " << cublas_version
-    << ", \"cublas_math_mode\": \"CUBLAS_DEFAULT_MATH\", \"NVIDIA_TF32_OVERRIDE\": "
-    << (tf32 ? "\"" + json_escape(tf32) + "\"" : std::string("null")) << "},\n"
-    << "  \"method\": {\"timing\": \"CUDA events per run, median\", \"runs_before_timed\": 2, "
-    << "\"max_iterations\": " << o_.iters << ", \"budget_ms_per_row\": " << num(o_.budget_ms)
-    << ", \"check\": \"relative L2 difference from ours_strided (forward: from "
-    << "ours_forward_strided) on 2^20 sampled output entries\"},\n  \"rows\": [\n";
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    const Row& r = rows_[i];
-    f << "    {\"section\": \"" << r.section << "\", \"op\": \"" << json_escape(r.op)
-      << "\", \"strategy\": \"" << r.strategy << "\", \"status\": \"" << json_escape(r.status)
-      << "\", \"batch\": " << r.batch << ", \"heads\": " << r.heads << ", \"seq\": " << r.seq
-      << ", \"head_dim\": " << r.head_dim << ", \"M\": " << r.M << ", \"N\": " << r.N
-      << ", \"K\": " << r.K << ", \"b_transposed\": " << (r.b_transposed ? "true" : "false")
-      << ", \"median_ms\": " << num(r.t.median_ms) << ", \"min_ms\": " << num(r.t.min_ms)
-      << ", \"iterations\": " << r.t.iterations << ", \"flops\": " << num(r.flops)
-      << ", \"bytes\": " << num(r.bytes) << ", \"tflops\": " << num(r.tflops())
-      << ", \"gbs\": " << num(r.gbs()) << ", \"check\": " << num(r.check)
-      << ", \"note\": \"" << json_escape(r.note) << "\"}" << (i + 1 < rows_.size() ? "," : "")
-      << "\n";
+  json::Object software;
+  software.add("cuda_runtime", runtime).add("cuda_driver", driver).add("cublas", cublas_version)
+      .add("cublas_math_mode", "CUBLAS_DEFAULT_MATH");
+  if (tf32) software.add("NVIDIA_TF32_OVERRIDE", tf32);
+  else software.add_null("NVIDIA_TF32_OVERRIDE");
+  json::Object method;
+  method.add("timing", "CUDA events per run, median").add("runs_before_timed", 2)
+      .add("max_iterations", o_.iters).add("budget_ms_per_row", o_.budget_ms)
+      .add("check", "relative L2 difference from ours_strided (forward: from "
+                    "ours_forward_strided) on 2^20 sampled output entries");
+  std::vector<json::Object> rows;
+  for (const Row& r : rows_) {
+    json::Object row;
+    row.add("section", r.section).add("op", r.op).add("strategy", r.strategy)
+        .add("status", r.status).add("batch", r.batch).add("heads", r.heads).add("seq", r.seq)
+        .add("head_dim", r.head_dim).add("M", r.M).add("N", r.N).add("K", r.K)
+        .add("b_transposed", r.b_transposed).add("median_ms", r.t.median_ms)
+        .add("min_ms", r.t.min_ms).add("iterations", r.t.iterations).add("flops", r.flops)
+        .add("bytes", r.bytes).add("tflops", r.tflops()).add("gbs", r.gbs())
+        .add("check", r.check).add("note", r.note);
+    rows.push_back(row);
   }
-  f << "  ],\n  \"oom_probe\": [\n";
-  for (size_t i = 0; i < probe_json_.size(); ++i)
-    f << "    " << probe_json_[i] << (i + 1 < probe_json_.size() ? "," : "") << "\n";
-  f << "  ]\n}\n";
+  json::Document doc("attn-gemm-bench/1");
+  doc.field("created", "\"" + json::utc_now() + "\"")
+      .field("quick", o_.quick ? "true" : "false")
+      .field("device", json::device(dev))
+      .field("software", software)
+      .field("method", method)
+      .list("rows", rows)
+      .list("oom_probe", probe_json_);
+  if (Status s = doc.write(o_.json_path); !s) throw std::runtime_error(s.message());
   std::cout << "wrote " << o_.json_path << "\n";
 }
 

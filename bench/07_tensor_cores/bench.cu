@@ -6,7 +6,7 @@
 //
 // Rungs (README, section 5):
 //   wmma          nvcuda::wmma fragments; S and P go through shared memory, O lives there
-//                 (solutions/07_tensor_cores/wmma_step.cuh)
+//                 (bench/07_tensor_cores/wmma_step.cuh)
 //   mma_plain     mma.sync m16n8k16 + ldmatrix; S, softmax, P and O in registers; plain
 //                 (unswizzled) shared tiles; each K/V tile copied, waited for, then computed
 //   mma_swizzle   + the XOR swizzle: conflict-free ldmatrix
@@ -23,12 +23,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/bench_json.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/problem.h"
@@ -36,18 +36,14 @@
 #include "common/runner.h"
 #include "common/timing.h"
 
-// A second copy of the solution under namespace attn::m07::ladder, so that its WarpMma can be
-// instantiated with the ladder's configurations (the build compiles bench_07 with
-// ATTN_IMPL=solution, whose forward() is linked in from m07_solution).
-#undef ATTN_IMPL
-#define ATTN_IMPL ladder
-#include "solutions/07_tensor_cores/solution.cu"
-#include "solutions/07_tensor_cores/wmma_step.cuh"
-#undef ATTN_IMPL
-#define ATTN_IMPL solution
+// The solution's warp step, instantiated here with the ladder's configurations. The build
+// compiles this program with ATTN_IMPL=ladder, so its kernels are attn::m07::ladder::...,
+// apart from the solution's own (attn::m07::solution::...), whose forward() is linked in from
+// m07_solution and declared below.
+#include "modules/07_tensor_cores/tensor_cores.h"
+#include "solutions/07_tensor_cores/warp_mma.cuh"
+#include "bench/07_tensor_cores/wmma_step.cuh"
 
-// The solution's forward() itself (m07_solution), declared by tensor_cores.h for ATTN_IMPL =
-// solution, which the include above saw as `ladder`.
 namespace attn::m07::solution {
 Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
                cudaStream_t stream);
@@ -214,25 +210,25 @@ int main(int argc, char** argv) {
   }
 
   if (!json_path.empty()) {
-    std::ofstream f(json_path);
-    f << "{\n  \"schema\": \"attn-ladder07/1\",\n  \"device\": {\"name\": \"" << dev.name
-      << "\", \"cc\": \"" << dev.cc_major << "." << dev.cc_minor << "\", \"sms\": "
-      << dev.sm_count << ", \"sm_clock_mhz\": " << dev.sm_clock_khz / 1000 << "},\n"
-      << "  \"method\": {\"timing\": \"CUDA events per run, median\", \"runs_before_timed\": 2, "
-         "\"iterations\": "
-      << iters << ", \"check\": \"worst relative L2 error vs the double reference on 5 small "
-                  "shapes\"},\n  \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      f << "    {\"rung\": \"" << r.rung << "\", \"dtype\": \"" << dtype_name(r.p.dtype)
-        << "\", \"batch\": " << r.p.batch << ", \"heads\": " << r.p.heads
-        << ", \"seq\": " << r.p.seq_q << ", \"head_dim\": " << r.p.head_dim
-        << ", \"causal\": " << (r.p.causal ? "true" : "false") << ", \"median_ms\": "
-        << r.median_ms << ", \"tflops\": " << r.tflops << ", \"check_rel_l2\": " << r.check
-        << ", \"status\": \"" << (r.status == "ok" ? "ok" : "error") << "\"}"
-        << (i + 1 < rows.size() ? "," : "") << "\n";
+    json::Object method;
+    method.add("timing", "CUDA events per run, median").add("runs_before_timed", 2)
+        .add("iterations", iters)
+        .add("check", "worst relative L2 error vs the double reference on 5 small shapes");
+    std::vector<json::Object> json_rows;
+    for (const Row& r : rows) {
+      json::Object row;
+      row.add("rung", r.rung).add("dtype", dtype_name(r.p.dtype)).add("batch", r.p.batch)
+          .add("heads", r.p.heads).add("seq", r.p.seq_q).add("head_dim", r.p.head_dim)
+          .add("causal", r.p.causal).add("median_ms", r.median_ms).add("tflops", r.tflops)
+          .add("check_rel_l2", r.check).add("status", r.status == "ok" ? "ok" : "error");
+      json_rows.push_back(row);
     }
-    f << "  ]\n}\n";
+    json::Document doc("attn-ladder07/1");
+    doc.field("device", json::device(dev)).field("method", method).list("rows", json_rows);
+    if (Status s = doc.write(json_path); !s) {
+      std::cerr << "error: " << s.message() << "\n";
+      return 1;
+    }
     std::cout << "wrote " << json_path << "\n";
   }
   for (const Row& r : rows)
