@@ -48,13 +48,18 @@ done
   for i in "${!rows[@]}"; do printf '    %s%s\n' "${rows[i]}" "$([[ $i -lt $((${#rows[@]} - 1)) ]] && echo ,)"; done
   printf '  ]\n}\n'
 } >"$OUT/compare_builds.json"
+# Registers, shared memory and stack of every solution kernel. Kernel names change when code
+# moves between headers (namespaces, template arguments), so the comparison is of the sorted
+# resource lines, which must match one for one.
 for which in OLD NEW; do
   bin=${!which}
-  cuobjdump -res-usage "$bin" 2>/dev/null | grep -A1 -E "Function .*solution" |
-    sed -E 's/^.*Function ([^ :]+).*$/\1/; s/^[[:space:]]+//' | paste - - -d' ' |
-    sed -E 's/(REG:[0-9]+).*(SHARED:[0-9]+).*(LOCAL:[0-9]+).*/\1 \2 \3/' | sort >"$OUT/resources_${which,,}.txt"
+  cuobjdump -res-usage "$bin" 2>/dev/null |
+    awk '/Function/ {name = $2} /REG:/ && name ~ /solution/ {print $1, $2, $3, $4, name}' |
+    sort >"$OUT/resources_${which,,}.txt"
 done
-echo "registers/shared/local per solution kernel: $OUT/resources_old.txt, resources_new.txt"
-diff <(sed -E 's/ .*REG/ REG/' "$OUT/resources_old.txt") <(sed -E 's/ .*REG/ REG/' "$OUT/resources_new.txt") >/dev/null &&
-  echo "same registers, shared memory and stack for every solution kernel" ||
-  echo "resources differ (mangled names may differ when kernels moved to headers): compare the files"
+echo "registers/stack/shared/local per solution kernel: $OUT/resources_old.txt, resources_new.txt"
+if diff <(cut -d' ' -f1-4 "$OUT/resources_old.txt") <(cut -d' ' -f1-4 "$OUT/resources_new.txt") >"$OUT/resources_diff.txt"; then
+  echo "resources: the same multiset of (registers, stack, shared, local) over the solution kernels"
+else
+  echo "resources differ:"; cat "$OUT/resources_diff.txt"
+fi
