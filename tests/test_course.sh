@@ -197,6 +197,24 @@ test_builds_what_the_command_needs() {
   expect_contains "$(calls)" "--target grade_00"
 }
 
+# A plain grade leaves the going-further checks out; --extra runs only them.
+test_grade_extra() {
+  mkdir -p "$BOX/build/release"
+  printf '#!/usr/bin/env bash\necho "grade_00 $*" >>"%s"\necho "[doctest] test cases: 3 | 3 passed"\n' \
+    "$BOX/calls.log" >"$BOX/build/release/grade_00"
+  chmod +x "$BOX/build/release/grade_00"
+  course grade 00
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "grade_00 --test-suite-exclude=extra"
+  course grade 00 --extra
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "grade_00 --test-suite=extra"
+  expect_contains "$OUT" "going further: PASS"
+  course grade 00 --bogus
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "optionally --extra"
+}
+
 # `course plot` with no files plots what is a sweep and names the rest (plot_bench's
 # --only-sweeps), without dying on the first file of another schema.
 test_plot_defaults_to_only_sweeps() {
