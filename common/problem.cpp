@@ -184,6 +184,13 @@ double attention_bytes_unfused(const Problem& p) {
   return attention_bytes_fused(p) + score_bytes * bh * 4.0 * p.seq_q * p.seq_k;
 }
 
+Status require_head_dim_at_most(const Problem& p, int max, const char* module, const char* what) {
+  if (p.head_dim <= max) return Status::ok();
+  return Status::error(std::string(module) + " keeps " + what + " in registers and supports " +
+                       "head_dim <= " + std::to_string(max) + " (got " +
+                       std::to_string(p.head_dim) + ")");
+}
+
 Status require_one_kv_head_per_head(const Problem& p, const char* module) {
   if (p.kv_heads == p.heads) return Status::ok();
   return Status::error(std::string(module) + " reads one K/V head per query head (got heads=" +

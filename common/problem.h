@@ -143,4 +143,9 @@ double attention_buffer_bytes(const Problem& p);
 // module 06 (...)". `module` names the caller, e.g. "module 03". Call it from supports().
 Status require_one_kv_head_per_head(const Problem& p, const char* module);
 
+// For modules that keep a row of head_dim values per thread or warp in registers: ok when
+// head_dim <= max, else "<module> keeps <what> in registers and supports head_dim <= max
+// (got N)". Call it from supports().
+Status require_head_dim_at_most(const Problem& p, int max, const char* module, const char* what);
+
 }  // namespace attn

@@ -22,11 +22,8 @@ inline Status supports(const Problem& p) {
   if (p.causal)
     return Status::error("module 02 is non-causal: the causal mask comes in module 04 "
                          "(drop --causal)");
-  if (p.head_dim > kMaxHeadDim02)
-    return Status::error("module 02 keeps a query row in registers: head_dim <= " +
-                         std::to_string(kMaxHeadDim02) + " (got " +
-                         std::to_string(p.head_dim) + ")");
-  return Status::ok();  // any sequence lengths, any strides
+  // Any sequence lengths, any strides.
+  return require_head_dim_at_most(p, kMaxHeadDim02, "module 02", "a query row");
 }
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).

@@ -26,11 +26,7 @@ inline Status supports(const Problem& p) {
   if (p.causal)
     return Status::error("module 03 is non-causal: the causal mask comes in module 04 "
                          "(drop --causal)");
-  if (p.head_dim > kMaxSupportedHeadDim)
-    return Status::error("module 03 keeps a query row in registers and supports head_dim <= " +
-                         std::to_string(kMaxSupportedHeadDim) + " (got " +
-                         std::to_string(p.head_dim) + ")");
-  return Status::ok();
+  return require_head_dim_at_most(p, kMaxSupportedHeadDim, "module 03", "a query row");
 }
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).

@@ -23,11 +23,7 @@ constexpr int kMaxSupportedHeadDim = 128;
 // exercise and solution (given, not a TODO).
 inline Status supports(const Problem& p) {
   if (Status s = require_one_kv_head_per_head(p, "module 04"); !s) return s;
-  if (p.head_dim > kMaxSupportedHeadDim)
-    return Status::error("module 04 keeps a query row in registers and supports head_dim <= " +
-                         std::to_string(kMaxSupportedHeadDim) + " (got " +
-                         std::to_string(p.head_dim) + ")");
-  return Status::ok();
+  return require_head_dim_at_most(p, kMaxSupportedHeadDim, "module 04", "a query row");
 }
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).

@@ -21,11 +21,8 @@ constexpr int kMaxSupportedHeadDim = 128;
 
 // What this module's forward() handles. Shared by exercise and solution (given, not a TODO).
 inline Status supports(const Problem& p) {
-  if (p.head_dim > kMaxSupportedHeadDim)
-    return Status::error("module 06 keeps a query block's outputs in registers and supports "
-                         "head_dim <= " + std::to_string(kMaxSupportedHeadDim) + " (got " +
-                         std::to_string(p.head_dim) + ")");
-  return Status::ok();
+  return require_head_dim_at_most(p, kMaxSupportedHeadDim, "module 06",
+                                  "a query block's outputs");
 }
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).

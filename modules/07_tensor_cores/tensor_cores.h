@@ -24,11 +24,7 @@ inline Status supports(const Problem& p) {
   if (p.dtype != DType::f16 && p.dtype != DType::bf16)
     return Status::error("module 07 runs on the tensor cores and takes f16 or bf16 tensors "
                          "(--dtype bf16 or --dtype f16), not " + std::string(dtype_name(p.dtype)));
-  if (p.head_dim > kMaxSupportedHeadDim)
-    return Status::error("module 07 keeps a warp's output rows in registers and supports "
-                         "head_dim <= " + std::to_string(kMaxSupportedHeadDim) + " (got " +
-                         std::to_string(p.head_dim) + ")");
-  return Status::ok();
+  return require_head_dim_at_most(p, kMaxSupportedHeadDim, "module 07", "a warp's output rows");
 }
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).
