@@ -374,11 +374,63 @@ def read_allowlist(root):
     return skip
 
 
+def self_test():
+    """The check on a small planted tree: what must fail fails, what must pass passes.
+    Returns a list of problems (empty when the check behaves)."""
+    import tempfile
+    problems = []
+    files = {
+        "README.md": "Run scripts/gpu_session.sh; the FFMA count is the issued instructions.\n",
+        "docs/results/r.json": '{"tflops": 377.9, "ms": 0.0057, "ns": [35809280]}',
+        "docs/results/r.txt": "speedup 1.05\n",
+        "modules/98_good/README.md": (
+            "It runs at 378 TFLOP/s and 1.05x, one launch 5.7 µs (35.8 ms under ncu).\n"
+            "How it was tuned: [docs/worklog/98_good.md](../../docs/worklog/98_good.md)\n"
+            "Arithmetic: 4 · 8 = 32x less <!-- derived -->\n"
+            "\n| N | median ms |\n|---|---:|\n| 512 | 0.0057 |\n"),
+        "modules/98_good/k.cu": '// why: the sum needs the max first\nauto s = "session";\n',
+        "modules/99_bad/README.md": (
+            "Measured in the fifth session at 379 TFLOP/s.\n"
+            "See the worklog for the variants.\n"
+            "\n| N | median ms |\n|---|---:|\n| 512 | 9.25 |\n"),
+        "solutions/99_bad/s.cu": "int x;  // faster than the previous version\n",
+        "tests/t.py": 'def f():\n    """Rows as the third run wrote them."""\n',
+    }
+    # (file, line, a piece of the failure's reason, which the quoted line does not contain)
+    want = {
+        ("modules/99_bad/README.md", 1, "'session' ("), ("modules/99_bad/README.md", 1,
+                                                         "a numbered run"),
+        ("modules/99_bad/README.md", 1, "379 TFLOP/s is in no file"),
+        ("modules/99_bad/README.md", 2, "'worklog' outside"),
+        ("modules/99_bad/README.md", 6, "9.25 ms is in no file"),
+        ("solutions/99_bad/s.cu", 1, "an earlier version"), ("tests/t.py", 2, "a numbered run"),
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in files.items():
+            path = os.path.join(root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        got = check_history(root, set()) + check_numbers(root, set())
+    for rel, line, word in sorted(want):
+        if not any(g.startswith(f"{rel}:{line}:") and word in g for g in got):
+            problems.append(f"self-test: expected a failure at {rel}:{line} ({word})")
+    for g in got:
+        if not any(g.startswith(f"{rel}:{line}:") for rel, line, _ in want):
+            problems.append(f"self-test: unexpected failure: {g}")
+    return problems
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="the documentation check")
     parser.add_argument("--root", default=ROOT, help="the repository (default: this one)")
     args = parser.parse_args(argv)
     root = os.path.abspath(args.root)
+    broken = self_test()
+    if broken:
+        print("\n".join(broken))
+        print("test_docs: the check itself misbehaves on planted text")
+        return 1
     skip = read_allowlist(root)
     missing = [p for p in sorted(skip) if not os.path.exists(os.path.join(root, p))]
     failures = [f"tests/docs_allowlist.txt: {p} does not exist" for p in missing]
