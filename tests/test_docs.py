@@ -19,6 +19,8 @@ table column whose header names such a unit, must appear in a committed result f
 "0.17" matches 0.167. A line with <!-- derived --> is exempt (arithmetic the lesson shows);
 <!-- derived --> alone on a line exempts the paragraph, table or code block that follows.
 
+Check 3, images. Every image a lesson or doc embeds (![...](path)) exists.
+
 tests/docs_allowlist.txt names files not checked yet (one path per line, `#` comments).
 """
 import argparse
@@ -360,6 +362,30 @@ def check_numbers(root, skip):
 
 
 # ---------------------------------------------------------------------------------------------
+# Check 3: every embedded image exists (figures come from scripts/make_figures.py)
+
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def check_images(root):
+    failures = []
+    for rel in docs_to_check(root) + [os.path.join("docs", "results.md")]:
+        path = os.path.join(root, rel)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for target in IMAGE.findall(line):
+                    if "://" in target:
+                        continue
+                    if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(path),
+                                                                        target))):
+                        failures.append(f"{rel}:{n}: image {target} does not exist "
+                                        "(python3 scripts/make_figures.py draws the figures)")
+    return failures
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def read_allowlist(root):
@@ -436,6 +462,7 @@ def main(argv=None):
     failures = [f"tests/docs_allowlist.txt: {p} does not exist" for p in missing]
     failures += check_history(root, skip)
     failures += check_numbers(root, skip)
+    failures += check_images(root)
     for line in failures:
         print(line)
     if failures:
