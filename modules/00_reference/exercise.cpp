@@ -5,21 +5,17 @@
 namespace attn::m00::ATTN_IMPL {
 
 void softmax(float* x, int n) {
-  // TODO(1): the stable softmax (README, section 2).
-  //   a) m = the largest x[j]
-  //   b) x[j] = exp(x[j] - m), and add them up into `sum`  (every term is <= 1: no overflow)
-  //   c) x[j] /= sum
+  // TODO(1): the stable softmax of the row, in place (README, section 2). A literal
+  //   exp(x[j]) overflows for logits near 89; the lesson shows which shift makes every term
+  //   <= 1. Hints unfold in section 2.
   (void)x;
   (void)n;
 }
 
 float online_push(OnlineSoftmax& state, float score) {
-  // TODO(2): the online softmax update (README, section 3).
-  //   m_new = max(state.max, score)
-  //   alpha = exp(state.max - m_new)        -- uses the OLD max: compute it before updating
-  //   state.sum = state.sum * alpha + exp(score - m_new)
-  //   state.max = m_new
-  //   return alpha
+  // TODO(2): fold one score into the running max and sum, and return the factor that
+  //   moves everything accumulated so far onto the new max (README, section 3). The order
+  //   of the updates matters: see "the classic mistake" there, and its hints.
   (void)state;
   (void)score;
   return 1.0f;
@@ -34,11 +30,9 @@ Status forward(const Problem& p, const float* q, const float* k, const float* v,
       for (int i = 0; i < p.seq_q; ++i) {
         const float* q_row = q + Problem::offset(p.q, b, h, i);
         float* o_row = o + Problem::offset(p.o, b, h, i);
-        // TODO(3): one pass over the keys j = 0 .. p.seq_k-1 (README, section 4):
-        //   score = scale * dot(q_row, k_row_j)   with k_row_j = k + Problem::offset(p.k, b, h, j)
-        //   alpha = online_push(state, score)
-        //   acc[c] = acc[c] * alpha + exp(score - state.max) * v_row_j[c]   for c < d
-        // then o_row[c] = acc[c] / state.sum.
+        // TODO(3): attention for this query row in ONE pass over the keys, with
+        //   online_push and an accumulator of d floats (README, section 4). Address K and V
+        //   rows with Problem::offset and their own strides (section 1).
         (void)scale;
         (void)d;
         (void)q_row;

@@ -7,7 +7,7 @@ namespace attn::m01::ATTN_IMPL {
 
 constexpr int kThreadsPerBlock = 128;
 
-// TODO(1): return scale * (q . k), the dot product over head_dim entries (README, section 1).
+// TODO(1): the scaled dot product of a query row and a key row (README, section 1).
 __device__ float score(const float* q_row, const float* k_row, int head_dim, float scale) {
   (void)q_row;
   (void)k_row;
@@ -19,16 +19,12 @@ __device__ float score(const float* q_row, const float* k_row, int head_dim, flo
 __global__ void naive_attention_kernel(Problem p, float scale, const float* __restrict__ q,
                                        const float* __restrict__ k, const float* __restrict__ v,
                                        float* __restrict__ o) {
-  // TODO(2): which query row is this thread's? (README, section 2)
-  //   row = global thread index over all batch*heads*seq_q rows (use int64_t)
-  //   return if row is past the last one; then split it into (b, h, i).
-  //   The row of head (b, h) at position i starts at q + Problem::offset(p.q, b, h, i);
-  //   same for k/v (with p.k / p.v) and o (with p.o).
+  // TODO(2): which query row is this thread's? One thread per row of every head, in one
+  //   1-D grid; mind the threads past the last row and 32-bit overflow (README, section 2,
+  //   and P1 for the built-in variables). Address rows with Problem::offset, never row * d.
   //
-  // TODO(3): the three passes over the keys j = 0 .. p.seq_k-1 (README, section 3):
-  //   pass 1: m = max_j score(q_row, k_row_j, ...)
-  //   pass 2: l = sum_j expf(score_j - m)
-  //   pass 3: o_row[c] = sum_j expf(score_j - m) / l * v_row_j[c]   (zero o_row first)
+  // TODO(3): the stable softmax of this row in three passes over the keys, recomputing the
+  //   scores in each; O starts as NaN (README, section 3). Hints unfold in sections 2 and 3.
   (void)p;
   (void)scale;
   (void)q;
