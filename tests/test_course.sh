@@ -144,6 +144,20 @@ test_configure_gets_the_plot_python() {
   expect_contains "$(calls)" "-DATTN_PYTHON=$BOX/bin/python3"
 }
 
+# A cached plotting Python that no longer exists (the venv was deleted, the network is gone)
+# is replaced by python3 at the next configure: the plot test then skips instead of failing
+# as "Not Run".
+test_deleted_venv_is_dropped() {
+  FAKE_PIP_WORKS=1 course test
+  [[ -x "$BOX/.venv/bin/python" ]] || fail "no .venv made"
+  echo "ATTN_PYTHON:FILEPATH=$BOX/.venv/bin/python" >"$BOX/build/release/CMakeCache.txt"
+  rm -rf "$BOX/.venv"
+  : >"$BOX/calls.log"
+  course test
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "cmake $BOX/build/release -DATTN_PYTHON=$BOX/bin/python3"
+}
+
 # Skips are reported with their real reasons.
 test_skip_reasons() {
   FAKE_SKIPS="test_plot check_01" course test
