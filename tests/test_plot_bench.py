@@ -59,7 +59,7 @@ def two_kernel_rows():
 
 
 def mixed_dtype_rows():
-    """Rows as a session with fp32 and 16-bit modules writes them: module 03 without a dtype
+    """Rows as a benchmark run over fp32 and 16-bit modules writes them: module 03 without a dtype
     field (bench files from before 16-bit modules), module 07 in bf16 and in f16 (same kernel
     name), PyTorch's fp32 rows with compare_torch's old "float32" and its flash rows in bf16."""
     rows = []

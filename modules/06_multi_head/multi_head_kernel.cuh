@@ -172,7 +172,7 @@ __device__ __forceinline__ void scale_tile(float* tile, float scale) {
 }
 
 // Reads kN consecutive floats of shared memory: one 16-byte load when `vec` (the addresses
-// here are 16-byte aligned), else kN 4-byte loads (the worklog's step 1 measures both).
+// here are 16-byte aligned), else kN 4-byte loads (docs/worklog/06_multi_head.md, step 1, measures both).
 template <bool vec>
 __device__ __forceinline__ float4 read4(const float* smem) {
   if constexpr (vec) return *reinterpret_cast<const float4*>(smem);
