@@ -249,7 +249,7 @@ TEST_CASE("refuses the causal mask and head dims over 128, with clear messages")
   CHECK(kernel().supports(Problem::make(1, 1, 4, 4, 128)).is_ok());
 }
 
-// Going further (lesson 03, section 10): `./course grade 03 --extra`. The shapes a change of
+// Going further (lesson 03, section 9): `./course grade 03 --extra`. The shapes a change of
 // the tile size or of the tile loop breaks first; the solution passes them as it is.
 TEST_SUITE("extra") {
   TEST_CASE("extra: 32 keys per tile: key counts around multiples of 32, every instance") {
