@@ -104,3 +104,37 @@ TEST_CASE("refuses head_dim > 128 with a clear message, accepts 128") {
   CHECK(s.message().find("head_dim <= 128 (got 129)") != std::string::npos);
   CHECK(kernel().supports(Problem::make(1, 1, 4, 4, 128)).is_ok());
 }
+
+// Going further (lesson 02, section 11): `./course grade 02 --extra`. These shapes are the
+// ones a changed tile copy or tile size breaks first; the solution passes them as it is.
+TEST_SUITE("extra") {
+  TEST_CASE("extra: 16-byte tile copies: every row alignment and head dim near a multiple of 4") {
+    // A float4 path is legal only when a row starts on a 16-byte boundary and head_dim % 4 ==
+    // 0; everything else must take the 4-byte path and still be right.
+    for (int d : {59, 60, 61, 62, 63, 64, 96, 128})
+      for (int stride_extra : {0, 1, 2, 3, 4}) {
+        Problem p = Problem::make(1, 2, 70, 97, d);
+        const int ks = d + stride_extra, vs = d + (stride_extra + 2) % 5;
+        p.k = {int64_t(2) * 97 * ks, int64_t(97) * ks, ks};
+        p.v = {int64_t(2) * 97 * vs, int64_t(97) * vs, vs};
+        testing::check_against_reference(kernel(), p, lesson(kTiles));
+      }
+  }
+
+  TEST_CASE("extra: other tile sizes: key counts around multiples of 16, 32, 64 at every D") {
+    // With 64-key tiles (dynamic shared memory at D = 128) or 16-key tiles, the partial last
+    // tile moves: these lengths put one key past, or one short of, each boundary.
+    for (int sk : {15, 16, 17, 47, 48, 49, 63, 64, 65, 127, 128, 129, 191, 193})
+      for (int d : {32, 96, 128})
+        testing::check_against_reference(kernel(), Problem::make(1, 2, 65, sk, d),
+                                         lesson(kTiles));
+  }
+
+  TEST_CASE("extra: a query tile per block: seq_q around multiples of 64 and 128, BSHD") {
+    // Staging Q in shared memory (section 5's padded rows) or changing kQueriesPerBlock moves
+    // the last query block.
+    for (int sq : {63, 64, 65, 127, 128, 129, 255, 257})
+      testing::check_against_reference(
+          kernel(), Problem::make(2, 3, sq, 100, 64, false, Layout::BSHD), lesson(kQueries));
+  }
+}

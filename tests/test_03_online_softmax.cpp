@@ -248,3 +248,33 @@ TEST_CASE("refuses the causal mask and head dims over 128, with clear messages")
   }
   CHECK(kernel().supports(Problem::make(1, 1, 4, 4, 128)).is_ok());
 }
+
+// Going further (lesson 03, section 9): `./course grade 03 --extra`. The shapes a change of
+// the tile size or of the tile loop breaks first; the solution passes them as it is.
+TEST_SUITE("extra") {
+  TEST_CASE("extra: 32 keys per tile: key counts around multiples of 32, every instance") {
+    // With kKeysPerTile = 32 the partial last tile and the masked tail move; the bug models
+    // of the hints read the same constant.
+    for (int sk : {31, 32, 33, 63, 64, 65, 95, 97, 1000})
+      for (int d : {32, 64, 96, 128})
+        testing::check_against_reference(kernel(), Problem::make(1, 2, 129, sk, d),
+                                         lesson(kRecurrence));
+  }
+
+  TEST_CASE("extra: the running max moves at every tile, at every instance and alignment") {
+    for (int d : {16, 48, 64, 80, 96, 128}) check_rising(Problem::make(1, 2, 130, 1000, d));
+    Problem p = Problem::make(1, 2, 100, 700, 64);
+    p.v = {2 * 700 * 65, 700 * 65, 65};  // V rows 4-byte aligned only: the 4-byte path
+    check_rising(p);
+  }
+
+  TEST_CASE("extra: falling and flat scores (the max in the first tile, or everywhere)") {
+    // Falling: alpha = 1 from the first tile on. Flat: every tile ties the max.
+    for (double step : {-0.05, 0.0})
+      for (int d : {64, 128}) {
+        const Problem p = Problem::make(1, 2, 200, 1000, d);
+        const Inputs in = rising_inputs(p, testing::next_seed(), step);
+        testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls));
+      }
+  }
+}

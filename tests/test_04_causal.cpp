@@ -181,3 +181,32 @@ TEST_CASE("supports causal and non-causal up to head_dim 128; refuses wider head
   CHECK_FALSE(wide.is_ok());
   CHECK(wide.message().find("head_dim") != std::string::npos);
 }
+
+// Going further (lesson 04, section 9): `./course grade 04 --extra`. The shapes a change of
+// the block order or of the tile classification breaks first; the solution passes them.
+TEST_SUITE("extra") {
+  TEST_CASE("extra: another block order: many heads and query blocks, causal and not") {
+    // Every block must still find its (batch, head, query block) whatever order the grid
+    // enumerates them in.
+    for (int d : {64, 128})
+      for (auto [sq, sk] : {std::pair{1000, 1000}, {1000, 700}, {700, 1000}}) {
+        testing::check_against_reference(kernel(), causal(2, 3, sq, sk, d), lesson(kOrder));
+        testing::check_against_reference(kernel(), Problem::make(2, 3, sq, sk, d), lesson(kOrder));
+      }
+  }
+
+  TEST_CASE("extra: the diagonal at every offset against the tiles: seq_k - seq_q = -17 .. 17") {
+    // A finer classification of the tiles (e.g. skipping the mask for rows whose whole tile
+    // is visible) must keep every offset of the diagonal right.
+    for (int shift = -17; shift <= 17; shift += 3)
+      for (int d : {32, 128})
+        testing::check_against_reference(kernel(), causal(1, 2, 200, 200 + shift, d),
+                                         lesson(kTiles));
+  }
+
+  TEST_CASE("extra: rows that see no key in every position of a block") {
+    for (int d : {16, 64, 96})
+      for (int sk : {1, 15, 16, 17, 100})
+        testing::check_against_reference(kernel(), causal(1, 2, 257, sk, d), lesson(kMask));
+  }
+}

@@ -15,15 +15,12 @@
 namespace attn::m02::ATTN_IMPL {
 
 struct SharedTiles {
-  // TODO(1): copy rows key0 .. key0 + keys - 1 of K or V for head (b, h) into tile[32][D],
-  // with all kQueriesPerBlock threads of the block sharing the work (README, section 2).
-  //   - Coalesced: the lanes of a warp must read consecutive floats of a row. Number the
-  //     tile's kKeysPerTile * D elements e = row * D + col and give element e to thread
-  //     e % kQueriesPerBlock (loop e = threadIdx.x, threadIdx.x + kQueriesPerBlock, ...).
-  //   - Row `row` of the tile is key key0 + row: src + Problem::offset(s, b, h, key0 + row).
-  //   - Store 0.0f where col >= head_dim (q_reg is zero there too, and shared memory starts
-  //     out holding garbage, possibly NaN) and where row >= keys (past the last key: never
-  //     read global memory there).
+  // TODO(1): copy keys key0 .. key0 + keys - 1 of K or V for head (b, h) into tile, all
+  //   kQueriesPerBlock threads of the block sharing the work (README, section 2, "The
+  //   cooperative, coalesced copy"). The global row of key `key` starts at
+  //   src + Problem::offset(s, b, h, key). Ask yourself: which elements does one warp load in
+  //   one instruction, and are they neighbours in memory? What must the tile hold where
+  //   there is no key, or no column of the head? (Shared memory starts out as garbage.)
   template <int D>
   static __device__ __forceinline__ void load_tile(float (*tile)[D], const float* __restrict__ src,
                                                    const Strides& s, int b, int h, int key0,
@@ -31,20 +28,19 @@ struct SharedTiles {
     (void)tile, (void)src, (void)s, (void)b, (void)h, (void)key0, (void)keys, (void)head_dim;
   }
 
-  // TODO(2): pass 1, the row max m over all keys, one K tile at a time (README, sections 2,
-  //   3). The keys come in ceil(seq_k / kKeysPerTile) tiles; tile t starts at key0 = t * 32
-  //   and holds keys = min(32, seq_k - key0) keys (the last tile may be partial). For each
-  //   tile: load_tile into blk.k_tile; wait until the whole tile is in shared memory
-  //   (__syncthreads, section 3); for j < keys: m = fmaxf(m, dot<D>(q_reg, blk.k_tile[j]));
-  //   and wait until every thread is done reading the tile before the next load overwrites it.
+  // TODO(2): pass 1, the row max over all keys, one K tile at a time (README, section 2,
+  //   "K and V tiles in shared memory"). The last tile may hold fewer than kKeysPerTile keys.
+  //   A tile in shared memory is shared by every thread of the block: when may a thread
+  //   start reading it, and when may the next load overwrite it (README, section 3)? The
+  //   score of key j of the tile is dot<D>(q_reg, blk.k_tile[j]).
   template <int D>
   static __device__ __forceinline__ float row_max(const Block<D>& blk, const float (&q_reg)[D]) {
     (void)blk, (void)q_reg;
     return -INFINITY;
   }
 
-  // TODO(3): pass 2, l = sum over all keys of expf(s_j - m): the same loop over K tiles,
-  //   with the same two barriers (README, sections 2, 3).
+  // TODO(3): pass 2, the softmax denominator l from the row max m: the same walk over the
+  //   K tiles as pass 1 (README, section 2).
   template <int D>
   static __device__ __forceinline__ float row_sum(const Block<D>& blk, const float (&q_reg)[D],
                                                   float m) {
@@ -52,13 +48,12 @@ struct SharedTiles {
     return 0.0f;
   }
 
-  // TODO(4): pass 3 (README, sections 2, 3), for the output columns col0 .. col0 + kCols - 1
-  //   (all of them, unless D = 128: then the kernel calls this twice). Loop over the tiles
-  //   again, loading both blk.k_tile and blk.v_tile, and for each key j of the tile add
-  //   w = expf(dot<D>(q_reg, blk.k_tile[j]) - m) times blk.v_tile[j][col0 + c] to acc[c], for
-  //   c < kCols (fully unrolled: acc must stay in registers). After the loop, a thread with a
-  //   query (has_query) writes o_row[col0 + c] = acc[c] * inv_l (inv_l = 1 / l) for the
-  //   columns col0 + c < head_dim.
+  // TODO(4): pass 3, the output columns col0 .. col0 + kCols - 1 (all of them, unless
+  //   D = 128: then the kernel calls this twice; README, section 4). Walk the tiles once more,
+  //   now with K and V, and accumulate each key's softmax weight times its V row into acc
+  //   (a loop over c with a compile-time bound, unrolled, keeps acc in registers). At the
+  //   end, only a thread with a query writes its output, and only the columns the head has
+  //   (README, sections 2 and 3).
   template <int D, int kCols>
   static __device__ __forceinline__ void output_sweep(const Block<D>& blk,
                                                       const float (&q_reg)[D], float m,

@@ -3,15 +3,15 @@
 //
 // Given (modules/03_online_softmax/online_softmax_kernel.cuh): the whole kernel except the
 // online softmax -- the block and thread mapping, the K and V tiles in shared memory, the
-// scores of a tile, the tile max, the sum of the tile's p_j and p_j v_j from the max you
-// choose. Given from the device layer (common/device/fp32_tiles.cuh, online_softmax.cuh):
-// the tiling, the tile loader and those tile loops, shared with the later modules. Your part,
-// the four functions of OnlineSoftmax below, which the kernel calls once per tile (1, 2, 4)
-// and once at the end (3):
-//   TODO 1  update_max:   the new running max and alpha, guarded against -inf - -inf;
-//   TODO 2  rescale:      l and acc moved onto the new max;
-//   TODO 3  write_output: o = acc / l;
-//   TODO 4  finish_tile:  what must happen before the next tile is loaded.
+// scores of a tile and the tile max. Given from the device layer (common/device/
+// fp32_tiles.cuh): the tiling, the tile loader, the scores. Your part, the five functions of
+// OnlineSoftmax below, which the kernel calls in this order for every tile (1 to 4) and once
+// at the end (5):
+//   TODO 1  update_max:      the new running max and alpha, guarded against -inf - -inf;
+//   TODO 2  rescale:         l and acc moved onto the new max;
+//   TODO 3  accumulate_tile: the tile's keys added to l and acc;
+//   TODO 4  finish_tile:     what must happen before the next tile is loaded;
+//   TODO 5  write_output:    the output row.
 //
 // Each query row lives in registers, spread over T::kSplit neighbouring threads: this thread
 // holds T::kSlice of its columns of acc (README, section 3). Scores are in base-2 units: q
@@ -23,14 +23,11 @@
 namespace attn::m03::ATTN_IMPL {
 
 struct OnlineSoftmax {
-  // TODO(1): the new running max and the factor that moves l and acc onto it
-  //   (README, section 1):
-  //     m_new = max(m, tile_max)
-  //     alpha = 2^(m - m_new)         from the OLD m: alpha is 0 on the first tile
-  //   While no key has been seen, m_new is -inf and s_j - m_new = -inf - -inf = NaN
-  //   (README, section 5): measure from m_ref = (m_new == -inf ? 0 : m_new) instead, in
-  //   alpha and in the exponentials of the tile (the kernel computes 2^(s_j - m_ref) with the
-  //   m_ref you return). Set alpha, then m = m_new, and return m_ref.
+  // TODO(1): the new running max, and the factor alpha that moves l and acc onto it
+  //   (README, section 1, the recurrence per tile). Which m does alpha need, the old or the
+  //   new one? A row that has seen no key yet has m = -inf: what would -inf - -inf give
+  //   (README, section 5, the guard)? Return m_ref, the max that the tile's exponentials
+  //   are measured from; leave the new max in m.
   static __device__ __forceinline__ float update_max(float& m, float tile_max, float& alpha) {
     (void)m;
     (void)tile_max;
@@ -38,8 +35,8 @@ struct OnlineSoftmax {
     return 0.0f;   // replace with the m_ref of TODO(1)
   }
 
-  // TODO(2): rescale the running sum l and the accumulator acc[0 .. kSlice) by alpha, once
-  //   for the whole tile, before the tile's keys are added (README, section 1).
+  // TODO(2): every term summed into l and acc so far was measured from the old max
+  //   (README, section 1, why it is exact). Move them onto the new one, once per tile.
   template <int kSlice>
   static __device__ __forceinline__ void rescale(float& l, float (&acc)[kSlice], float alpha) {
     (void)l;
@@ -47,10 +44,31 @@ struct OnlineSoftmax {
     (void)alpha;
   }
 
-  // TODO(3): the output (README, section 1). The kernel calls this for a thread that has a
-  //   query row, after the last tile: write o = acc / l for each of its columns
-  //   c = T::column(t, part, e) (t < T::kChunks, e < 4; acc[4 * t + e]) with c < head_dim,
-  //   at o_row[c]. Compute 1 / l once.
+  // TODO(3): add the tile's T::kKeys keys to l and to this thread's columns of acc, each
+  //   weighted by its exponential measured from m_ref (README, section 1). Row j of the V
+  //   tile starts at v_tile + j * T::D; which of its columns are this thread's, and how to
+  //   read them 16 bytes at a time, is README section 3 ("Which columns"). Loops with
+  //   compile-time trip counts, fully unrolled: acc must stay in registers.
+  template <class T>
+  static __device__ __forceinline__ void accumulate_tile(float& l, float (&acc)[T::kSlice],
+                                                         const float (&s)[T::kKeys],
+                                                         const float* v_tile, int part,
+                                                         float m_ref) {
+    (void)l;
+    (void)acc;
+    (void)s;
+    (void)v_tile;
+    (void)part;
+    (void)m_ref;
+  }
+
+  // TODO(4): the next iteration's load overwrites k_tile and v_tile. What must every
+  //   thread have finished first, and which call makes sure of it? (README, section 5)
+  static __device__ __forceinline__ void finish_tile() {}
+
+  // TODO(5): the output (README, section 1). The kernel calls this for a thread that has a
+  //   query row, after the last tile. Write this thread's columns of the row (those below
+  //   head_dim: T::column maps acc's index to the column, README section 3) at o_row.
   template <class T>
   static __device__ __forceinline__ void write_output(float* o_row, const float (&acc)[T::kSlice],
                                                       float l, int part, int head_dim) {
@@ -60,10 +78,6 @@ struct OnlineSoftmax {
     (void)part;
     (void)head_dim;
   }
-
-  // TODO(4): the next iteration's load overwrites k_tile and v_tile. What must every
-  //   thread have finished first, and which call makes sure of it? (README, section 5)
-  static __device__ __forceinline__ void finish_tile() {}
 };
 
 Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,

@@ -1,13 +1,15 @@
 // Module 03, given: the FlashAttention forward in fp32, everything except the online softmax.
-// The kernel is a template over `Softmax`, a struct with four static functions that the
+// The kernel is a template over `Softmax`, a struct with five static functions that the
 // exercise (exercise.cu) and the solution (solutions/03_online_softmax/solution.cu) provide
-// (README, section 1):
+// (README, sections 1 and 3):
 //
 //   Softmax::update_max(m, tile_max, alpha)   TODO 1: the new running max; returns m_ref,
 //                                             the max the tile's exponentials are measured from
 //   Softmax::rescale(l, acc, alpha)           TODO 2: l and acc moved onto the new max
-//   Softmax::write_output<T>(o_row, acc, l, part, head_dim)   TODO 3: o = acc / l
+//   Softmax::accumulate_tile<T>(l, acc, s, v_tile, part, m_ref)
+//                                             TODO 3: the tile's keys added to l and acc
 //   Softmax::finish_tile()                    TODO 4: before the next load overwrites the tiles
+//   Softmax::write_output<T>(o_row, acc, l, part, head_dim)   TODO 5: o = acc / l
 //
 // The layout (common/device/fp32_tiles.cuh, README section 3): a block of kThreadsPerBlock
 // threads owns consecutive queries of one (batch, head); a query row is spread over
@@ -18,10 +20,11 @@
 //     s_j = q . k_j (base-2 units)        device::tile_scores
 //     tile_max = max_j s_j                device::tile_max
 //     m_ref = update_max(m, tile_max, alpha); rescale(l, acc, alpha)         (yours)
-//     l += 2^(s_j - m_ref), acc += 2^(s_j - m_ref) v_j   device::accumulate_tile
+//     l += 2^(s_j - m_ref), acc += 2^(s_j - m_ref) v_j   accumulate_tile    (yours)
 //     finish_tile()                                                           (yours)
 //
-// and after the last tile write_output (yours).
+// and after the last tile write_output (yours). From module 04 on, the three middle steps
+// are given as device::online_softmax_update (common/device/online_softmax.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, Tiling<D>::kMinBlocksPerSM)
     float alpha;
     const float m_ref = Softmax::update_max(m, device::tile_max(s), alpha);
     Softmax::rescale(l, acc, alpha);
-    device::accumulate_tile<T>(l, acc, s, v_tile, part, m_ref);
+    Softmax::template accumulate_tile<T>(l, acc, s, v_tile, part, m_ref);
     Softmax::finish_tile();
   }
 

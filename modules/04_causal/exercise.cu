@@ -17,20 +17,19 @@ namespace attn::m04::ATTN_IMPL {
 
 struct CausalMask {
   // TODO(1): the causal mask (README, section 1). visible_end(p, query) is the first key that
-  //   `query` does not see: query i sees key j iff j <= i + (seq_k - seq_q), so it sees
-  //   keys [0, i + seq_k - seq_q + 1), clamped to [0, seq_k) (with seq_q > seq_k the first
-  //   queries see no key: 0). Without p.causal every query sees all p.seq_k keys.
+  //   `query` does not see: it sees keys [0, visible_end). The mask is aligned bottom-right:
+  //   the LAST query sees every key. What do the first queries see when seq_q > seq_k, and
+  //   what does the result have to stay within? Without p.causal every query sees all keys.
   static __device__ __forceinline__ int visible_end(const Problem& p, int query) {
     (void)query;
     return p.seq_k;  // placeholder: every query sees every key
   }
 
-  // TODO(2): the tiles of this block (README, section 2). The block owns the queries
-  //   first_query .. first_query + queries - 1 (fewer in the last block: the last query of
-  //   the block is min(first_query + queries, p.seq_q) - 1). The tile loop runs over the keys
-  //   [0, end): end is the first key the block's LAST query does not see. full is the first
-  //   key its FIRST query does not see: every query of the block sees the keys below it, so
-  //   tiles that end at or below full need no mask.
+  // TODO(2): the keys of this block (README, section 2). The block owns the queries
+  //   first_query .. first_query + queries - 1, fewer in the last block of a head. The tile
+  //   loop runs over the keys [0, end): no query of the block sees a key at or past `end`.
+  //   Every query of the block sees the keys below `full`, so those tiles need no mask.
+  //   Which of the block's queries decides each bound?
   static __device__ __forceinline__ KeyRange block_keys(const Problem& p, int first_query,
                                                         int queries) {
     (void)first_query;
@@ -40,11 +39,10 @@ struct CausalMask {
     return {p.seq_k, p.seq_k};
   }
 
-  // TODO(3): the element mask (README, section 2). Here only the last tile, which sticks
-  //   out past seq_k, is masked. Mask every tile that is not full (kv_start + kKeysPerTile
-  //   > kv_full): set s[j] = -INFINITY for the keys kv_start + j that this thread's row does
-  //   not see (kv_start + j >= row_end; the kernel passes row_end = visible_end(p, i)). The
-  //   keys past seq_k are among them.
+  // TODO(3): the element mask (README, section 2). As given, only the keys past seq_k are
+  //   masked, in the last tile. A masked score must contribute nothing to the softmax: what
+  //   value does that (README, section 1)? Which keys does this thread's row not see (the
+  //   kernel passes row_end = visible_end(p, i))? Leave the full tiles untouched.
   static __device__ __forceinline__ void mask_tile(float (&s)[kKeysPerTile], int kv_start,
                                                    int kv_full, int row_end, int seq_k) {
     (void)row_end;

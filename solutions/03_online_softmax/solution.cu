@@ -1,6 +1,6 @@
 // Module 03 solution: FlashAttention forward in fp32, one pass over the keys.
 // The kernel around these functions (the tiles of K and V in shared memory, the scores, the
-// sum of the tile's keys) is given in modules/03_online_softmax/online_softmax_kernel.cuh.
+// tile max) is given in modules/03_online_softmax/online_softmax_kernel.cuh.
 //
 // For every tile of kKeysPerTile keys a thread computes its query's scores, then performs the
 // online-softmax update once for the whole tile (README, section 1):
@@ -38,6 +38,35 @@ struct OnlineSoftmax {
     for (int c = 0; c < kSlice; ++c) acc[c] *= alpha;
   }
 
+  // Adds the tile's keys, measured from m_ref: l += sum_j p_j, acc += sum_j p_j v_j with
+  // p_j = 2^(s_j - m_ref). This thread's columns of a V row are float4 chunks part,
+  // part + kSplit, ... (T::column): one 16-byte shared-memory load feeds four FMAs, and all
+  // threads of a warp read the same row j (a broadcast). Fully unrolled, so acc stays in
+  // registers.
+  template <class T>
+  static __device__ __forceinline__ void accumulate_tile(float& l, float (&acc)[T::kSlice],
+                                                         const float (&s)[T::kKeys],
+                                                         const float* v_tile, int part,
+                                                         float m_ref) {
+#pragma unroll
+    for (int j = 0; j < T::kKeys; ++j) {
+      const float pj = exp2f(s[j] - m_ref);  // in [0, 1]; 0 for masked keys
+      l += pj;
+      const float4* v_row = reinterpret_cast<const float4*>(v_tile + j * T::D) + part;
+#pragma unroll
+      for (int t = 0; t < T::kChunks; ++t) {
+        const float4 vc = v_row[t * T::kSplit];
+        acc[4 * t + 0] = fmaf(pj, vc.x, acc[4 * t + 0]);
+        acc[4 * t + 1] = fmaf(pj, vc.y, acc[4 * t + 1]);
+        acc[4 * t + 2] = fmaf(pj, vc.z, acc[4 * t + 2]);
+        acc[4 * t + 3] = fmaf(pj, vc.w, acc[4 * t + 3]);
+      }
+    }
+  }
+
+  // Everyone is done with this tile before the next load overwrites it.
+  static __device__ __forceinline__ void finish_tile() { __syncthreads(); }
+
   // o = acc / l for this thread's columns. l >= 1: the key with the largest score
   // contributes 2^0 = 1.
   template <class T>
@@ -53,8 +82,6 @@ struct OnlineSoftmax {
       }
   }
 
-  // Everyone is done with this tile before the next load overwrites it.
-  static __device__ __forceinline__ void finish_tile() { __syncthreads(); }
 };
 
 Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,
