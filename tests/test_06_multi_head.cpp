@@ -324,3 +324,42 @@ TEST_CASE("supports causal, GQA/MQA and head_dim up to 128; refuses wider heads 
     CHECK(wide.message().find('\n') == std::string::npos);
   }
 }
+
+// ---- Going further (README, section 8): `./course grade 06 --extra` ------------------------
+// Denser sweeps for a learner who changes the given kernel (P kept in registers, another
+// tiling) or skips the rescale when no row max moved. The solution passes them as is.
+
+namespace {
+
+// Scores that rise (step > 0), fall (step < 0) or stay nearly flat (step 0) along the keys.
+void check_trend(const Problem& p, double step) {
+  const Inputs in = rising_inputs(p, testing::next_seed(), step);
+  testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls));
+}
+
+}  // namespace
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: every head dim from 1 to 128 over several key tiles, causal and not") {
+    for (int d = 1; d <= 128; d += (d < 64 ? 9 : 7))
+      for (bool causal : {false, true})
+        testing::check_against_reference(kernel(), make(1, 2, 193, 321, d, causal),
+                                         lesson(kTiling));
+  }
+
+  TEST_CASE("extra: lengths around the 16-row groups and 64-key tiles, BSHD with GQA") {
+    for (int n : {15, 16, 17, 63, 64, 65, 127, 128, 129, 255, 256, 257})
+      for (int d : {32, 64, 128}) {
+        testing::check_against_reference(kernel(), make(2, 4, n, 257, d, true, Layout::BSHD, 2),
+                                         lesson(kTiling));
+        testing::check_against_reference(kernel(), make(2, 4, 257, n, d, false, Layout::BSHD, 2),
+                                         lesson(kTiling));
+      }
+  }
+
+  TEST_CASE("extra: scores that rise, fall or stay flat along the keys (a skipped rescale)") {
+    for (double step : {0.05, -0.05, 0.0})
+      for (int d : {64, 128})
+        for (bool causal : {false, true}) check_trend(make(1, 2, 300, 1000, d, causal), step);
+  }
+}
