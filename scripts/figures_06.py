@@ -38,12 +38,12 @@ def grid_mapping(out_dir):
         ax.plot([x0 + 0.02, x0 + qblocks * w - 0.05], [2.45, 2.45], color=HEAD_COLORS[h], lw=3)
         ax.text(x0 + qblocks * w / 2, 2.2, f"b={b}, h={h}", ha="center", fontsize=8.5)
     ax.text(0.2, 3.62, "blockIdx.x (top) and its query block (bottom)", fontsize=9)
-    lines = ["query_block = blockIdx.x % query_blocks      fastest: neighbouring blocks share (b, h),",
-             "bh = blockIdx.x / query_blocks                    so one K/V head is read from L2 by all of them",
-             "b = bh / heads,  h = bh % heads,  kv_head = h / (heads / kv_heads)   (GQA: groups of query heads share K/V)",
-             "causal: query blocks in reverse order within a head (the heaviest first)"]
+    lines = ["query blocks vary fastest: blocks that run together share one (b, h), so its K/V",
+             "tiles come from L2; then the heads of a batch, then the batches",
+             "GQA: query heads h of one group read the same K/V head (Problem::kv_head)",
+             "causal: each head's query blocks handed out in reverse order (the heaviest first)"]
     for i, line in enumerate(lines):
-        ax.text(0.3, 1.6 - i * 0.38, line, fontsize=9, family="DejaVu Sans Mono", va="center")
+        ax.text(0.3, 1.6 - i * 0.38, line, fontsize=9.5, va="center")
     return save(fig, out_dir, "06_grid_mapping.png")
 
 
