@@ -17,8 +17,9 @@ except ImportError:
               "onchip": "#FFF4C2", "global": "#E8E8E8", "edge": "#333333", "muted": "#999999",
               "visible": "#55A868", "partial": "#F2C14E", "masked": "#D9D9D9"}
     plt.rcParams.update({"figure.facecolor": "white", "axes.facecolor": "white",
-                         "savefig.facecolor": "white", "font.size": 10,
-                         "font.family": "DejaVu Sans"})
+                         "savefig.facecolor": "white", "font.size": 10, "axes.titlesize": 11,
+                         "axes.labelsize": 10, "legend.fontsize": 9,
+                         "font.family": "DejaVu Sans", "svg.hashsalt": "attn-course"})
 
     def new_figure(width, height):
         fig = plt.figure(figsize=(width, height))
