@@ -1247,3 +1247,44 @@ TEST_CASE("supports(): every problem the course accepts") {
   CHECK(kernel().supports(Problem::make(1, 1, 4, 4, 256, true)).is_ok());
   CHECK(kernel().supports(Problem::make(1, 8, 4, 4, 64, false, Layout::BSHD, 2)).is_ok());
 }
+
+// ---- Going further (README, section 9): `./course grade 05 --extra` ------------------------
+// Denser sweeps for a learner who changes the given GEMM (double-buffered k loop, another
+// micro-tile) or writes a softmax that reads S once. The solution passes them as is.
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: GEMM, every K from 1 to 48 and M, N around the tiles, aligned and not") {
+    for (bool bt : {false, true})
+      for (int k = 1; k <= 48; ++k)
+        for (int pad : {0, 3}) {
+          GemmCase g;
+          g.M = 129 + k % 3, g.N = 65 + k % 5, g.K = k, g.batch = 1, g.heads = 2;
+          g.b_transposed = bt, g.pad = pad;
+          check_gemm(g);
+        }
+  }
+
+  TEST_CASE("extra: GEMM, long K (2000 to 4100) with partial last tiles") {
+    for (bool bt : {false, true})
+      for (int k : {2000, 2047, 4097}) {
+        GemmCase g;
+        g.M = 130, g.N = 70, g.K = k, g.b_transposed = bt, g.alpha = 0.125f;
+        check_gemm(g);
+      }
+  }
+
+  TEST_CASE("extra: softmax, every row length from 1 to 300, then 1000 .. 8200, causal and not") {
+    for (bool causal : {false, true}) {
+      for (int n = 1; n <= 300; ++n) {
+        SoftmaxCase c;
+        c.heads = 1, c.seq_q = 3, c.seq_k = n, c.causal = causal, c.scale = 0.5f;
+        check_softmax(c);
+      }
+      for (int n : {1000, 1023, 1024, 1025, 2048, 4095, 4096, 4097, 8191, 8192, 8200}) {
+        SoftmaxCase c;
+        c.heads = 2, c.seq_q = 5, c.seq_k = n, c.causal = causal, c.range = 100.0f;
+        check_softmax(c);
+      }
+    }
+  }
+}

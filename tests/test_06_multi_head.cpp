@@ -324,3 +324,45 @@ TEST_CASE("supports causal, GQA/MQA and head_dim up to 128; refuses wider heads 
     CHECK(wide.message().find('\n') == std::string::npos);
   }
 }
+
+// ---- Going further (README, section 8): `./course grade 06 --extra` ------------------------
+// Denser sweeps for a learner who changes the given kernel (P kept in registers, another
+// tiling) or skips the rescale when no row max moved. The solution passes them as is.
+
+namespace {
+
+// Scores that rise (direction 1), fall (-1) or stay nearly flat (0) along the keys, over the
+// same range of logits as check_rising.
+void check_trend(const Problem& p, double direction) {
+  const double step = direction * std::min(0.05, 24.0 / p.seq_k);
+  const Inputs in = rising_inputs(p, testing::next_seed(), step);
+  testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls));
+}
+
+}  // namespace
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: every head dim from 1 to 128 over several key tiles, causal and not") {
+    for (int d = 1; d <= 128; d += (d < 64 ? 9 : 7))
+      for (bool causal : {false, true})
+        testing::check_against_reference(kernel(), make(1, 2, 193, 321, d, causal),
+                                         lesson(kTiling));
+  }
+
+  TEST_CASE("extra: lengths around the 16-row groups and 64-key tiles, BSHD with GQA") {
+    for (int n : {15, 16, 17, 63, 64, 65, 127, 128, 129, 255, 256, 257})
+      for (int d : {32, 64, 128}) {
+        testing::check_against_reference(kernel(), make(2, 4, n, 257, d, true, Layout::BSHD, 2),
+                                         lesson(kTiling));
+        testing::check_against_reference(kernel(), make(2, 4, 257, n, d, false, Layout::BSHD, 2),
+                                         lesson(kTiling));
+      }
+  }
+
+  TEST_CASE("extra: scores that rise, fall or stay flat along the keys (a skipped rescale)") {
+    for (double direction : {1.0, -1.0, 0.0})
+      for (int d : {64, 128})
+        for (bool causal : {false, true})
+          check_trend(make(1, 2, 300, 1000, d, causal), direction);
+  }
+}

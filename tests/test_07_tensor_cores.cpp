@@ -295,3 +295,44 @@ TEST_CASE("supports f16/bf16, causal, GQA and head_dim up to 128; refuses the re
   CHECK(f32.message().find("bf16") != std::string::npos);
   CHECK(f32.message().find('\n') == std::string::npos);
 }
+
+// ---- Going further (README, section 9): `./course grade 07 --extra` ------------------------
+// Denser sweeps for a learner who changes the given pipeline (Q in registers at D = 128, other
+// tile shapes) or skips the O rescale when no row max moved. The solution passes them as is.
+
+namespace {
+
+// Scores that rise (direction 1), fall (-1) or stay nearly flat (0) along the keys, over the
+// same range of logits as check_rising.
+void check_trend(const Problem& p, double direction) {
+  const double step = direction * std::min(0.05, 24.0 / p.seq_k);
+  const Inputs in = testing::rising_inputs(p, testing::next_seed(), step);
+  testing::check_inputs_against_reference(kernel(), p, in, lesson(kPitfalls, p.dtype));
+}
+
+}  // namespace
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: every head dim from 1 to 128 over several key tiles, causal and not") {
+    for (DType t : kDtypes)
+      for (int d = 1; d <= 128; d += (d < 64 ? 9 : 7))
+        for (bool causal : {false, true}) check(make(1, 2, 193, 321, d, causal, t), kPipeline);
+  }
+
+  TEST_CASE("extra: lengths around 32, 64 and 128 rows and keys, BSHD with GQA") {
+    for (DType t : kDtypes)
+      for (int n : {31, 32, 33, 95, 96, 97, 191, 192, 193})
+        for (int d : {64, 96, 128}) {
+          check(make(2, 4, n, 257, d, true, t, Layout::BSHD, 2), kPipeline);
+          check(make(2, 4, 257, n, d, false, t, Layout::BSHD, 2), kPipeline);
+        }
+  }
+
+  TEST_CASE("extra: scores that rise, fall or stay flat along the keys (a skipped rescale)") {
+    for (DType t : kDtypes)
+      for (double direction : {1.0, -1.0, 0.0})
+        for (int d : {64, 128})
+          for (bool causal : {false, true})
+            check_trend(make(1, 2, 300, 1000, d, causal, t), direction);
+  }
+}

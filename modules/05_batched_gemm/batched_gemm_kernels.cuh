@@ -16,13 +16,13 @@
 // the grid and its head's base pointers from strides or from the pointer arrays; from there the
 // tile code is shared.
 //
-// Given here: the grid and the per-head operands of both strategies, 16-byte stores, the
-// direct tile loader, the kernels and their launches, the scores workspace, and the entry
-// points of batched_gemm.h (forward() and friends). Declared here and written in exercise.cu
-// (filled in: solutions/05_batched_gemm/solution.cu): load_chunk, load_tile_transposed,
-// gemm_k_loop, store_c_tile (the GEMM), visible_keys, row_max_and_sum, write_probabilities
-// (the softmax). This header defines the entry points, so exactly one file of each
-// implementation includes it: exercise.cu or solution.cu.
+// Given here: the grid, the tiled GEMM's k loop with its shared-memory tile loaders, 16-byte
+// stores, the kernels and their launches, the scores workspace, and the entry points of
+// batched_gemm.h (forward() and friends). Declared here and written in exercise.cu (filled in:
+// solutions/05_batched_gemm/solution.cu): head_operands (the dispatch: strided or pointer
+// arrays), load_chunk and store_c_tile (the GEMM's loads and epilogue), visible_keys,
+// row_max_and_sum, write_probabilities (the softmax). This header defines the entry points, so
+// exactly one file of each implementation includes it: exercise.cu or solution.cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -83,26 +83,14 @@ __device__ __forceinline__ BlockWork block_work(const GridMap& g) {
   return {b, h, int(tile / g.tiles_n) * kTileM, int(tile % g.tiles_n) * kTileN};
 }
 
-// One head's operands, from either strategy.
+// One head's operands, from either strategy (head_operands, exercise.cu): the base pointers of
+// A, B and C for head (b, h) and their row strides.
 struct HeadOperands {
   const float* a;
   const float* b;
   float* c;
   int64_t lda, ldb, ldc;
 };
-
-__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmStridedArgs& g, int b,
-                                                      int h) {
-  return {g.A + b * g.a_batch_stride + h * g.a_head_stride,
-          g.B + b * g.b_batch_stride + (h / g.b_head_group) * g.b_head_stride,
-          g.C + b * g.c_batch_stride + h * g.c_head_stride,
-          g.a_row_stride, g.b_row_stride, g.c_row_stride};
-}
-
-__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmPtrArgs& g, int b, int h) {
-  const int64_t i = int64_t(b) * g.num_heads + h;
-  return {g.A[i], g.B[i], g.C[i], g.lda, g.ldb, g.ldc};
-}
 
 // What one thread of a GEMM block works on: its head's operands, the sizes, the block's tile
 // of C (first row m0, first column n0) and the thread's micro-tile in it. Micro-tile entry
@@ -133,21 +121,15 @@ struct RowStats {
 
 namespace attn::m05::ATTN_IMPL {
 
-// ---- The functions of exercise.cu (README, sections 3 and 4) ---------------------------------
+// ---- The functions of exercise.cu (README, sections 2, 3 and 4) ------------------------------
 
 // p[0 .. 4), entries at index >= count replaced by `fill`; one 16-byte load where allowed.
 __device__ __forceinline__ float4 load_chunk(const float* p, int count, bool vec4,
                                              float fill = 0.0f);
-// tile[k][r] = src[(r0 + r) · ld + c0 + k] for a kRows x kTileK block; zeros outside the matrix.
-template <int kRows>
-__device__ __forceinline__ void load_tile_transposed(float (*tile)[kRows], const float* src,
-                                                     int64_t ld, int rows, int cols, int r0,
-                                                     int c0, bool vec4);
-// The k loop: the thread's 8 x 8 accumulators over all of K (tiles staged in a_tile and
-// b_tile, outer products), handed to store_c_tile at the end.
-template <bool kBTransposed>
-__device__ __forceinline__ void gemm_k_loop(float (*a_tile)[kTileM], float (*b_tile)[kTileN],
-                                            const GemmTile& t, float alpha);
+// Where head (b, h) of a batched GEMM starts: from the strides, or from the pointer arrays.
+__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmStridedArgs& g, int b,
+                                                      int h);
+__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmPtrArgs& g, int b, int h);
 // alpha · acc into C, nothing past row M or column N.
 __device__ __forceinline__ void store_c_tile(const float (&acc)[kThreadM][kThreadN],
                                              const GemmTile& t, float alpha);
@@ -194,6 +176,76 @@ __device__ __forceinline__ void load_tile_direct(float (*tile)[kTileN], const fl
     if (r0 + r < rows) v = load_chunk(src + int64_t(r0 + r) * ld + c0 + c, cols - (c0 + c), vec4);
     *reinterpret_cast<float4*>(&tile[r][c]) = v;
   }
+}
+
+// ---- The k loop (README, section 3) ------------------------------------------------------------
+
+// tile[k][r] = src[(r0 + r) · ld + c0 + k] for the kRows x kTileK block starting at row r0,
+// column c0 of a rows x cols row-major matrix; zeros outside it. Used for A (rows = m) and for
+// B stored N x K (Q K^T: rows = n): the k's are the contiguous columns of src, and the tile
+// turns them into its rows (k-major), so that the inner loop reads 4 consecutive m (or n)
+// with one 16-byte load. Warp w stages the 4 columns c0 + 4w .. +3 (one 16-byte chunk per row),
+// lane l the rows l, l + 32, ...: each of its 4 stores per chunk writes 32 consecutive words of
+// one tile row (32 banks, no conflict). The global reads are 16 bytes from each of 32 rows;
+// the 4 warps together read 64 contiguous bytes per row, the other half of each 32-byte sector
+// comes from L1.
+template <int kRows>
+__device__ __forceinline__ void load_tile_transposed(float (*tile)[kRows], const float* src,
+                                                     int64_t ld, int rows, int cols, int r0,
+                                                     int c0, bool vec4) {
+  const int k = 4 * (int(threadIdx.x) / 32);  // this warp's first column of the tile
+  const int lane = int(threadIdx.x) % 32;
+#pragma unroll
+  for (int i = 0; i < kRows / 32; ++i) {
+    const int r = lane + 32 * i;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r0 + r < rows) v = load_chunk(src + int64_t(r0 + r) * ld + c0 + k, cols - (c0 + k), vec4);
+    tile[k + 0][r] = v.x;
+    tile[k + 1][r] = v.y;
+    tile[k + 2][r] = v.z;
+    tile[k + 3][r] = v.w;
+  }
+}
+
+// Per k0: stage both tiles, barrier, 16 rank-1 updates of the 8 x 8 accumulators, barrier.
+template <bool kBTransposed>
+__device__ __forceinline__ void gemm_k_loop(float (*a_tile)[kTileM], float (*b_tile)[kTileN],
+                                            const GemmTile& t, float alpha) {
+  float acc[kThreadM][kThreadN];  // this thread's micro-tile of C, in 64 registers
+#pragma unroll
+  for (int i = 0; i < kThreadM; ++i)
+#pragma unroll
+    for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.0f;
+
+  const HeadOperands& op = t.op;
+  for (int k0 = 0; k0 < t.K; k0 += kTileK) {
+    load_tile_transposed<kTileM>(a_tile, op.a, op.lda, t.M, t.K, t.m0, k0, t.a_vec4);
+    if constexpr (kBTransposed)
+      load_tile_transposed<kTileN>(b_tile, op.b, op.ldb, t.N, t.K, t.n0, k0, t.b_vec4);
+    else
+      load_tile_direct(b_tile, op.b, op.ldb, t.K, t.N, k0, t.n0, t.b_vec4);
+    __syncthreads();  // both tiles are complete before anyone reads them
+
+#pragma unroll
+    for (int k = 0; k < kTileK; ++k) {
+      // 8 values of A's column k and 8 of B's row k (4 loads of 16 bytes), then their outer
+      // product: 64 independent FMAs.
+      const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[k][t.ty * 4]);
+      const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[k][kTileM / 2 + t.ty * 4]);
+      const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[k][t.tx * 4]);
+      const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[k][kTileN / 2 + t.tx * 4]);
+      const float a_frag[kThreadM] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w,
+                                      a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+      const float b_frag[kThreadN] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w,
+                                      b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+      for (int i = 0; i < kThreadM; ++i)
+#pragma unroll
+        for (int j = 0; j < kThreadN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+    }
+    __syncthreads();  // everyone is done with the tiles before the next loads overwrite them
+  }
+  store_c_tile(acc, t, alpha);
 }
 
 // ---- The batched GEMM (README, sections 2 and 3) ------------------------------------------------

@@ -26,7 +26,8 @@ struct Step {
   // TODO(1): from blockIdx.x (there are query_blocks * heads * batch blocks), find
   //   query_block (query blocks of one head fastest), then h and b; with p.causal, start the
   //   heaviest query block first (README, section 1). kvh = the K/V head that query head h
-  //   reads: several query heads share one with GQA/MQA (Problem::kv_head).
+  //   reads: several query heads share one with GQA/MQA (Problem::kv_head). Hints unfold in
+  //   the README, section 1, "The grid".
   // The values below run everything on query block 0 of head 0.
   static __device__ __forceinline__ BlockWork block_work(const Problem& p, int query_blocks) {
     (void)p, (void)query_blocks;
@@ -40,7 +41,8 @@ struct Step {
   //   where this thread's rows are group + kRowGroups * i (Q in q_tile, kRow floats per
   //   row) and its keys are lane + kLanes * j (K in k_tile, same row length). Step through
   //   the columns 4 at a time with read4<smem_vec>(): load TM float4 of Q and TN float4 of
-  //   K into registers, then do all TM * TN * 4 multiply-adds (README, section 3).
+  //   K into registers, then do all TM * TN * 4 multiply-adds (README, section 3, "Loads per
+  //   multiply-add", and the hints after it).
   // s arrives zeroed.
   template <class T, bool smem_vec>
   static __device__ __forceinline__ void qk(float (&s)[T::kRowsPerThread][T::kKeysPerThread],
@@ -54,7 +56,7 @@ struct Step {
   //   (kRow floats per key). This thread's column c = kWidth * ch + e (ch < kChunks, e < kWidth)
   //   is head-dim column ch * kLanes * kWidth + lane * kWidth + e: each chunk is kWidth
   //   neighbouring floats, one vector read. Four keys at a time: TM float4 of P, then per
-  //   key the V vectors, then TM * kCols multiply-adds (README, section 3).
+  //   key the V vectors, then TM * kCols multiply-adds (README, section 3, and its hints).
   template <class T, bool smem_vec>
   static __device__ __forceinline__ void pv(float (&acc)[T::kRowsPerThread][T::kCols],
                                             const float* p_tile, const float* v_tile,

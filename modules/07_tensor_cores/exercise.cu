@@ -28,7 +28,8 @@ struct WarpMma {
   // TODO(1): the A fragment of the 16 x 16 block at rows row0 .. row0 + 15, columns
   // 16 kk .. 16 kk + 15 of a shared tile (Q): a[0..3] = a0..a3 of the fragment layout.
   // One ldmatrix_x4 does it: which row and which chunk must lane `lane` point at so that its
-  // four matrices are a0, a1, a2, a3? (README, section 2, "A from ldmatrix")
+  // four matrices are a0, a1, a2, a3? Write the table for each group of 8 lanes first
+  // (README, section 2, "A from ldmatrix": the method, then hints that unfold one by one).
   template <class C>
   static __device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int row0,
                                                 int kk, int lane) {
@@ -42,6 +43,8 @@ struct WarpMma {
   // K[key 8n + g][d 16kk + 2t, +1], two consecutive elements of a stored K row. One
   // ldmatrix_x4 can fetch the b0, b1 of two 8-key blocks; then Elem<T>::mma(s[mt][n], a, b0,
   // b1) for every row tile, so each K fragment is loaded once and used kRowTiles times.
+  // The order of the four matrices follows the mma calls, not Q's order (README, section 3,
+  // "S = Q K^T", and its hints).
   template <class T, class C, class QFrags>
   static __device__ __forceinline__ void qk(float (&s)[C::kRowTiles][C::kKeys / 8][4],
                                             const QFrags& q, uint32_t sK, int lane) {
@@ -66,7 +69,8 @@ struct WarpMma {
   // TODO(4): o[mt][n] (rows of row tile mt x head-dim columns 8n .. 8n + 7) += P V.
   // For each k-step kk (16 keys) and each 8-column block n, the B operand is V[16kk .., 8n ..]:
   // b0 holds V[key 16kk + 2t, +1][d 8n + g], two elements of a stored V *column*. Which
-  // ldmatrix variant hands a lane a column pair? One x4 call can cover 16 keys x 16 columns.
+  // ldmatrix variant hands a lane a column pair? One x4 call can cover 16 keys x 16 columns
+  // (README, section 3, "O += P V", and its hints).
   template <class T, class C>
   static __device__ __forceinline__ void pv(float (&o)[C::kRowTiles][C::D / 8][4],
                                             const uint32_t (&pa)[C::kRowTiles][C::kKeys / 16][4],

@@ -7,7 +7,25 @@
 
 namespace attn::m05::ATTN_IMPL {
 
-// ---- The GEMM (README, section 3) -----------------------------------------------------------
+// ---- The dispatch (README, section 2) ------------------------------------------------------------
+
+// Strided: head (b, h) sits at fixed distances from the base pointers. B's head is shared by
+// b_head_group consecutive query heads (GQA).
+__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmStridedArgs& g, int b,
+                                                      int h) {
+  return {g.A + b * g.a_batch_stride + h * g.a_head_stride,
+          g.B + b * g.b_batch_stride + (h / g.b_head_group) * g.b_head_stride,
+          g.C + b * g.c_batch_stride + h * g.c_head_stride,
+          g.a_row_stride, g.b_row_stride, g.c_row_stride};
+}
+
+// Pointer arrays: entry b · num_heads + h of each device array is head (b, h)'s base pointer.
+__device__ __forceinline__ HeadOperands head_operands(const BatchedGemmPtrArgs& g, int b, int h) {
+  const int64_t i = int64_t(b) * g.num_heads + h;
+  return {g.A[i], g.B[i], g.C[i], g.lda, g.ldb, g.ldc};
+}
+
+// ---- The GEMM's loads and epilogue (README, section 3) ----------------------------------------
 
 // p[0 .. 4) with the entries at index >= count replaced by `fill`. One 16-byte load when the
 // caller knows p is 16-byte aligned (vec4) and all 4 are in range, else up to 4 scalar loads.
@@ -16,74 +34,6 @@ __device__ __forceinline__ float4 load_chunk(const float* p, int count, bool vec
   if (vec4 && count >= 4) return *reinterpret_cast<const float4*>(p);
   return make_float4(count > 0 ? p[0] : fill, count > 1 ? p[1] : fill, count > 2 ? p[2] : fill,
                      count > 3 ? p[3] : fill);
-}
-
-// tile[k][r] = src[(r0 + r) · ld + c0 + k] for the kRows x kTileK block starting at row r0,
-// column c0 of a rows x cols row-major matrix; zeros outside it. Used for A (rows = m) and for
-// B stored N x K (Q K^T: rows = n): the k's are the contiguous columns of src, and the tile
-// turns them into its rows (k-major), so that the inner loop reads 4 consecutive m (or n)
-// with one 16-byte load. Warp w stages the 4 columns c0 + 4w .. +3 (one 16-byte chunk per row),
-// lane l the rows l, l + 32, ...: each of its 4 stores per chunk writes 32 consecutive words of
-// one tile row (32 banks, no conflict). The global reads are 16 bytes from each of 32 rows;
-// the 4 warps together read 64 contiguous bytes per row, the other half of each 32-byte sector
-// comes from L1.
-template <int kRows>
-__device__ __forceinline__ void load_tile_transposed(float (*tile)[kRows], const float* src,
-                                                     int64_t ld, int rows, int cols, int r0,
-                                                     int c0, bool vec4) {
-  const int k = 4 * (int(threadIdx.x) / 32);  // this warp's first column of the tile
-  const int lane = int(threadIdx.x) % 32;
-#pragma unroll
-  for (int i = 0; i < kRows / 32; ++i) {
-    const int r = lane + 32 * i;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 + r < rows) v = load_chunk(src + int64_t(r0 + r) * ld + c0 + k, cols - (c0 + k), vec4);
-    tile[k + 0][r] = v.x;
-    tile[k + 1][r] = v.y;
-    tile[k + 2][r] = v.z;
-    tile[k + 3][r] = v.w;
-  }
-}
-
-// Per k0: stage both tiles, barrier, 16 rank-1 updates of the 8 x 8 accumulators, barrier.
-template <bool kBTransposed>
-__device__ __forceinline__ void gemm_k_loop(float (*a_tile)[kTileM], float (*b_tile)[kTileN],
-                                            const GemmTile& t, float alpha) {
-  float acc[kThreadM][kThreadN];  // this thread's micro-tile of C, in 64 registers
-#pragma unroll
-  for (int i = 0; i < kThreadM; ++i)
-#pragma unroll
-    for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.0f;
-
-  const HeadOperands& op = t.op;
-  for (int k0 = 0; k0 < t.K; k0 += kTileK) {
-    load_tile_transposed<kTileM>(a_tile, op.a, op.lda, t.M, t.K, t.m0, k0, t.a_vec4);
-    if constexpr (kBTransposed)
-      load_tile_transposed<kTileN>(b_tile, op.b, op.ldb, t.N, t.K, t.n0, k0, t.b_vec4);
-    else
-      load_tile_direct(b_tile, op.b, op.ldb, t.K, t.N, k0, t.n0, t.b_vec4);
-    __syncthreads();  // both tiles are complete before anyone reads them
-
-#pragma unroll
-    for (int k = 0; k < kTileK; ++k) {
-      // 8 values of A's column k and 8 of B's row k (4 loads of 16 bytes), then their outer
-      // product: 64 independent FMAs.
-      const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[k][t.ty * 4]);
-      const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[k][kTileM / 2 + t.ty * 4]);
-      const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[k][t.tx * 4]);
-      const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[k][kTileN / 2 + t.tx * 4]);
-      const float a_frag[kThreadM] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w,
-                                      a_hi.x, a_hi.y, a_hi.z, a_hi.w};
-      const float b_frag[kThreadN] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w,
-                                      b_hi.x, b_hi.y, b_hi.z, b_hi.w};
-#pragma unroll
-      for (int i = 0; i < kThreadM; ++i)
-#pragma unroll
-        for (int j = 0; j < kThreadN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-    }
-    __syncthreads();  // everyone is done with the tiles before the next loads overwrite them
-  }
-  store_c_tile(acc, t, alpha);
 }
 
 // The micro-tile to C, scaled by alpha: per row, two chunks of 4 columns. Rows >= M and
