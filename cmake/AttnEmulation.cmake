@@ -14,17 +14,20 @@
 # one line, and only the GPU graders exist.
 
 set(ATTN_EMULATION_SUPPORTED OFF)
+# The checks: the compiler's ThreadSanitizer instrumentation (a call before every load and
+# store, with its address) without its runtime; common/emulation/runtime.cpp provides the
+# functions it calls. -fno-tree-sra keeps a float4 access one 16-byte access (so that its
+# alignment can be checked); no vectorizing, so that no access is wider than the source's.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set(ATTN_EMU_CHECK_FLAGS
-    -fsanitize=kernel-address --param=asan-instrumentation-with-call-threshold=0
-    --param=asan-stack=0 --param=asan-globals=0 -fno-sanitize-address-use-after-scope
+    -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-tree-sra
     -fno-tree-vectorize -fno-tree-slp-vectorize -fno-store-merging
     -Wno-unknown-pragmas)  # `#pragma unroll` is nvcc's (GCC spells it `#pragma GCC unroll`)
   set(ATTN_EMULATION_SUPPORTED ON)
 elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   set(ATTN_EMU_CHECK_FLAGS
-    -fsanitize=kernel-address -mllvm -asan-instrumentation-with-call-threshold=0
-    -mllvm -asan-stack=0 -mllvm -asan-globals=0 -fno-sanitize-address-use-after-scope
+    -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0
+    -mllvm -tsan-instrument-memintrinsics=0 -mllvm -tsan-instrument-atomics=0
     -fno-vectorize -fno-slp-vectorize)
   set(ATTN_EMULATION_SUPPORTED ON)
 endif()

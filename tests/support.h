@@ -63,12 +63,12 @@ bool sanitizer_light();
 // caller should skip the check.
 bool skip_grid_limits_under_racecheck();
 
-// Under the CPU emulation (grade_NN_cpu / check_NN_cpu, common/emulation/) a kernel runs some
-// 10^4 times slower than on a GPU, one fiber per CUDA thread and every memory access checked.
-// There the checks of problems above kEmulationMaxFlops are skipped with a message: the
-// graders' small shapes (odd sizes, partial tiles, seq_q != seq_k, masked rows, every head
-// dim) take the same code paths.
-constexpr double kEmulationMaxFlops = 4e7;
+// Under the CPU emulation (grade_NN_cpu / check_NN_cpu, common/emulation/) a kernel runs
+// thousands of times slower than on a GPU, one fiber per CUDA thread and every shared and
+// global access checked: as under the sanitizers, checks of problems above kEmulationMaxFlops
+// are skipped with a message (on 2 cores a grade then takes 5-15 s). The smaller shapes (odd
+// sizes, partial tiles, seq_q != seq_k, masked rows, every head dim) take every code path.
+constexpr double kEmulationMaxFlops = kSanitizerMaxFlops;
 bool emulated();
 
 // The grid-limit cases: batch * heads past the 65535 limit of gridDim.y, so that a kernel that

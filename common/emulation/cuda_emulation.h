@@ -9,7 +9,7 @@
 //    barrier really holds every thread until all of them arrived, and a shuffle really reads
 //    the other lanes' values. Blocks run one after the other.
 //  * the module's source is compiled with compiler-inserted checks on every load and store
-//    (GCC/Clang -fsanitize=kernel-address with the checks as calls into runtime.cpp), which
+//    (GCC/Clang -fsanitize=thread's instrumentation, calling into runtime.cpp), which
 //    find, with the thread and the source line: reads and writes outside cudaMalloc'd
 //    buffers and outside __shared__ arrays, shared-memory races (a read of a value another
 //    thread wrote since the last __syncthreads(), two writes, a write over a value another

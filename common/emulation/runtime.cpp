@@ -3,9 +3,9 @@
 // One OS thread runs everything. A launch runs its blocks one after the other; the threads
 // of a block are fibers that the scheduler below resumes in thread order, each until it
 // waits (barrier, warp operation) or returns. Memory checks come from the compiler: the
-// emulated module is compiled with -fsanitize=kernel-address and the checks as calls, so
-// every load and store of the module's code calls __asan_{load,store}N_noabort below with
-// its address, and the return address names the source line.
+// emulated module is compiled with -fsanitize=thread (its instrumentation only), so
+// every load and store of the module's code calls __tsan_{read,write}N below with its
+// address, and the return address names the source line.
 //
 // Shadow state. Shared memory: per 4-byte word, the array it belongs to (or none: the gaps
 // between arrays are out of bounds), and the last writer and reader with the barrier
@@ -315,6 +315,13 @@ std::string thread_str(const Thread& t) {
 std::string block_str() {
   char s[64];
   std::snprintf(s, sizeof s, "(%u,%u,%u)", g_block_idx.x, g_block_idx.y, g_block_idx.z);
+  return s;
+}
+// "(x,y,z)" of a linear index into dims (thread in block, or block in grid).
+std::string linear_str(uint32_t linear, const dim3& dims) {
+  char s[96];
+  std::snprintf(s, sizeof s, "(%u,%u,%u)", linear % dims.x, linear / dims.x % dims.y,
+                linear / dims.x / dims.y);
   return s;
 }
 std::string who(const Thread& t) { return "thread " + thread_str(t) + " of block " + block_str(); }
@@ -633,10 +640,10 @@ void global_access(uintptr_t a, size_t n, bool write, const void* pc) {
       if (!ordered)
         fail(cudaErrorLaunchFailure,
              "global-memory race: " + who(*t) + " " + access_verb(write) + " float index " +
-                 std::to_string(w) + " of a buffer at " + source_of(pc) + ", which thread (" +
-                 std::to_string(s.thread) + ") of " +
+                 std::to_string(w) + " of a buffer at " + source_of(pc) + ", which thread " +
+                 linear_str(s.thread, g_launch->spec.block) + " of " +
                  (same_block ? std::string("the same block") + " wrote since the last __syncthreads()"
-                             : "block " + std::to_string(s.block) + " (linear index) wrote in the same launch") +
+                             : "block " + linear_str(s.block, g_launch->spec.grid) + " wrote in the same launch") +
                  " at " + source_of(s.pc) +
                  ". Two threads write the same output element, or one reads what another "
                  "writes without a barrier between them.");
@@ -1045,21 +1052,29 @@ cudaError_t set_function_attribute(const void* func, cudaFuncAttribute attr, int
 }  // namespace attn::emu
 
 // ---------------------------------------------------------------------------------------------
-// The compiler's checks (-fsanitize=kernel-address, every check a call).
+// The compiler's checks: -fsanitize=thread instruments every load and store that may touch
+// memory other threads see with a call to these functions (the ThreadSanitizer runtime,
+// which would define them, is not linked: the emulation has its own model of the threads).
 
 using attn::emu::check_access;
 #define ATTN_EMU_HOOK(size)                                                                \
-  extern "C" void __asan_load##size##_noabort(uintptr_t a) {                               \
-    check_access(a, size, false, __builtin_return_address(0));                             \
+  extern "C" void __tsan_read##size(void* a) {                                             \
+    check_access(uintptr_t(a), size, false, __builtin_return_address(0));                  \
   }                                                                                        \
-  extern "C" void __asan_store##size##_noabort(uintptr_t a) {                              \
-    check_access(a, size, true, __builtin_return_address(0));                              \
+  extern "C" void __tsan_write##size(void* a) {                                            \
+    check_access(uintptr_t(a), size, true, __builtin_return_address(0));                   \
   }                                                                                        \
-  extern "C" void __asan_load##size(uintptr_t a) {                                         \
-    check_access(a, size, false, __builtin_return_address(0));                             \
+  extern "C" void __tsan_unaligned_read##size(void* a) {                                   \
+    check_access(uintptr_t(a), size, false, __builtin_return_address(0));                  \
   }                                                                                        \
-  extern "C" void __asan_store##size(uintptr_t a) {                                        \
-    check_access(a, size, true, __builtin_return_address(0));                              \
+  extern "C" void __tsan_unaligned_write##size(void* a) {                                  \
+    check_access(uintptr_t(a), size, true, __builtin_return_address(0));                   \
+  }                                                                                        \
+  extern "C" void __tsan_volatile_read##size(void* a) {                                    \
+    check_access(uintptr_t(a), size, false, __builtin_return_address(0));                  \
+  }                                                                                        \
+  extern "C" void __tsan_volatile_write##size(void* a) {                                   \
+    check_access(uintptr_t(a), size, true, __builtin_return_address(0));                   \
   }
 ATTN_EMU_HOOK(1)
 ATTN_EMU_HOOK(2)
@@ -1067,19 +1082,17 @@ ATTN_EMU_HOOK(4)
 ATTN_EMU_HOOK(8)
 ATTN_EMU_HOOK(16)
 #undef ATTN_EMU_HOOK
-extern "C" void __asan_loadN_noabort(uintptr_t a, size_t n) {
-  check_access(a, n, false, __builtin_return_address(0));
+extern "C" void __tsan_read_range(void* a, size_t n) {
+  check_access(uintptr_t(a), n, false, __builtin_return_address(0));
 }
-extern "C" void __asan_storeN_noabort(uintptr_t a, size_t n) {
-  check_access(a, n, true, __builtin_return_address(0));
+extern "C" void __tsan_write_range(void* a, size_t n) {
+  check_access(uintptr_t(a), n, true, __builtin_return_address(0));
 }
-extern "C" void __asan_loadN(uintptr_t a, size_t n) {
-  check_access(a, n, false, __builtin_return_address(0));
-}
-extern "C" void __asan_storeN(uintptr_t a, size_t n) {
-  check_access(a, n, true, __builtin_return_address(0));
-}
-extern "C" void __asan_handle_no_return() {}
+extern "C" void __tsan_init() {}
+extern "C" void __tsan_func_entry(void*) {}
+extern "C" void __tsan_func_exit() {}
+extern "C" void __tsan_vptr_update(void**, void*) {}
+extern "C" void __tsan_vptr_read(void**) {}
 
 // ---------------------------------------------------------------------------------------------
 // A crash inside a kernel (a wild pointer, a stack overflow): say which thread, then stop.
