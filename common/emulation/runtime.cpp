@@ -522,6 +522,9 @@ inline bool warp_ordered(int other, uint64_t stamp, int me) {
 
 const char* access_verb(bool write) { return write ? "writes" : "reads"; }
 
+// A source location on a line of its own, under the line that says what happened there.
+std::string at(const void* pc) { return "\n      at " + source_of(pc) + "\n    "; }
+
 // A GPU needs an access of 2, 4, 8 or 16 bytes to be aligned to its size.
 inline bool naturally_aligned_size(size_t n) { return n == 2 || n == 4 || n == 8 || n == 16; }
 
@@ -540,8 +543,8 @@ void shared_access(uintptr_t a, size_t n, bool write, const void* pc) {
     SharedWord& s = g_shared_shadow[w];
     if (s.variable < 0)
       fail(cudaErrorIllegalAddress,
-           who(*t) + " " + access_verb(write) + " shared memory out of bounds at " + source_of(pc) +
-               ": " + shared_outside(w * 4) + ".");
+           who(*t) + " " + access_verb(write) + " shared memory out of bounds" + at(pc) +
+               shared_outside(w * 4) + ".");
     // The element's name, for a report only (building it for every access would cost more
     // than the access and its check).
     auto element_of = [&] {
@@ -552,17 +555,17 @@ void shared_access(uintptr_t a, size_t n, bool write, const void* pc) {
     if (!write) {
       if (s.write_epoch < g_block_epoch)
         fail(cudaErrorLaunchFailure,
-             who(*t) + " reads shared " + element + " at " + source_of(pc) +
-                 ", which no thread of this block has written (shared memory starts with "
+             who(*t) + " reads shared " + element + at(pc) +
+                 "which no thread of this block has written (shared memory starts with "
                  "garbage). If another thread stores it, a __syncthreads() between that "
                  "store and this read is missing; else the load does not cover this element.");
       if (s.write_epoch == g_epoch && s.writer != me && !warp_ordered(s.writer, s.write_warp_stamp, me))
         fail(cudaErrorLaunchFailure,
-             "shared-memory race: " + who(*t) + " reads " + element + " at " + source_of(pc) +
-                 ", which thread " + thread_str(g_threads[s.writer]) + " wrote at " +
-                 source_of(s.write_pc) +
-                 " since the last __syncthreads(): the read may see the old or the new value. "
-                 "A __syncthreads() between the write and the read is missing.");
+             "shared-memory race: " + who(*t) + " reads " + element + at(pc) + "which thread " +
+                 thread_str(g_threads[s.writer]) + " wrote since the last __syncthreads()" +
+                 at(s.write_pc) +
+                 "The read may see the old or the new value: a __syncthreads() between the "
+                 "write and the read is missing.");
       if (s.read_epoch != g_epoch) {
         s.read_epoch = g_epoch;
         s.reader = uint16_t(me);
@@ -574,23 +577,23 @@ void shared_access(uintptr_t a, size_t n, bool write, const void* pc) {
     } else {
       if (s.write_epoch == g_epoch && s.writer != me && !warp_ordered(s.writer, s.write_warp_stamp, me))
         fail(cudaErrorLaunchFailure,
-             "shared-memory race: " + who(*t) + " writes " + element + " at " + source_of(pc) +
-                 ", which thread " + thread_str(g_threads[s.writer]) + " also wrote at " +
-                 source_of(s.write_pc) +
-                 " since the last __syncthreads(): which value remains is up to chance.");
+             "shared-memory race: " + who(*t) + " writes " + element + at(pc) + "which thread " +
+                 thread_str(g_threads[s.writer]) + " also wrote since the last __syncthreads()" +
+                 at(s.write_pc) + "Which value remains is up to chance.");
       if (s.read_epoch == g_epoch &&
           (s.reader == kMany ||
            (s.reader != me && !warp_ordered(s.reader, s.read_warp_stamp, me))))
         fail(cudaErrorLaunchFailure,
-             "shared-memory race: " + who(*t) + " writes " + element + " at " + source_of(pc) +
-                 ", which " +
-                 (s.reader == kMany ? std::string("other threads") + " (the first at " +
-                                          source_of(s.read_pc) + ")"
-                                    : "thread " + thread_str(g_threads[s.reader]) + " (at " +
-                                          source_of(s.read_pc) + ")") +
-                 " read since the last __syncthreads(): they may see the new value instead of "
-                 "the one they meant to read. A __syncthreads() between the reads and this "
-                 "write is missing (e.g. before the next tile overwrites the current one).");
+             "shared-memory race: " + who(*t) + " writes " + element + at(pc) + "which " +
+                 (s.reader == kMany
+                      ? std::string("other threads read since the last __syncthreads(), the "
+                                    "first of them")
+                      : "thread " + thread_str(g_threads[s.reader]) +
+                            " read since the last __syncthreads()") +
+                 at(s.read_pc) +
+                 "A reader may see the new value instead of the one it meant to read: a "
+                 "__syncthreads() between the reads and this write is missing (e.g. before "
+                 "the next tile overwrites the current one).");
       s.writer = uint16_t(me);
       s.write_epoch = g_epoch;
       s.write_warp_stamp = g_warp_stamp[warp_of(me)];
@@ -616,7 +619,7 @@ void global_access(uintptr_t a, size_t n, bool write, const void* pc) {
   if (al == nullptr || a + n > al->begin + al->bytes)
     fail(cudaErrorIllegalAddress,
          who(*t) + " " + access_verb(write) + " " + std::to_string(n) +
-             " bytes of device memory out of bounds at " + source_of(pc) + ": " +
+             " bytes of device memory out of bounds" + at(pc) +
              describe_outside(al ? al->begin + al->bytes : a, n) +
              ". On a GPU this is an illegal memory access or, worse, reads or overwrites "
              "another buffer silently.");
@@ -640,12 +643,12 @@ void global_access(uintptr_t a, size_t n, bool write, const void* pc) {
       if (!ordered)
         fail(cudaErrorLaunchFailure,
              "global-memory race: " + who(*t) + " " + access_verb(write) + " float index " +
-                 std::to_string(w) + " of a buffer at " + source_of(pc) + ", which thread " +
+                 std::to_string(w) + " of a buffer" + at(pc) + "which thread " +
                  linear_str(s.thread, g_launch->spec.block) + " of " +
                  (same_block ? std::string("the same block") + " wrote since the last __syncthreads()"
                              : "block " + linear_str(s.block, g_launch->spec.grid) + " wrote in the same launch") +
-                 " at " + source_of(s.pc) +
-                 ". Two threads write the same output element, or one reads what another "
+                 at(s.pc) +
+                 "Two threads write the same output element, or one reads what another "
                  "writes without a barrier between them.");
     }
     if (write) s = GlobalWord{launch, g_block_linear, uint16_t(me), g_epoch,
