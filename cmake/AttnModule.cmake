@@ -9,12 +9,18 @@
 #   LIBS lib...   extra libraries for the module's grader, e.g. cuBLAS for a comparison:
 #                 attn_add_module(05 batched_gemm LIBS CUDA::cublas). They are not linked
 #                 into the module libraries (so not into `attn`): forward() must not need them.
+#   EMULATED      also build the module for the CPU emulation (cmake/AttnEmulation.cmake):
+#                 grade_NN_cpu / check_NN_cpu, and the module in attn_emu. A CPU module
+#                 (00) is only compiled into attn_emu.
 # A module's own benchmark or ladder is not built here: bench/CMakeLists.txt has them.
 function(attn_add_module number name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "EMULATED" "" "LIBS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "attn_add_module(${number} ${name}): unknown arguments "
-                        "${ARG_UNPARSED_ARGUMENTS} (expected LIBS lib...)")
+                        "${ARG_UNPARSED_ARGUMENTS} (expected EMULATED, LIBS lib...)")
+  endif()
+  if(ARG_EMULATED AND ATTN_EMULATION_SUPPORTED)
+    attn_emulate_module(${number} ${name})
   endif()
   set(dir ${number}_${name})
   set(src ${PROJECT_SOURCE_DIR})

@@ -179,7 +179,16 @@ const Kernel& lookup_kernel(int module, Impl impl) {
   return *k;
 }
 
-// Shape flags override the defaults; a CPU module gets a smaller default shape.
+// Built against the CPU emulation (attn_emu, common/emulation/): GPU modules run there too,
+// thousands of times slower, and nothing it measures says anything about a GPU.
+#ifdef ATTN_EMULATION
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
+
+// Shape flags override the defaults; a CPU module (or any module in the CPU emulation) gets a
+// smaller default shape.
 Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
   const int def_seq = cpu_module ? 256 : 1024, def_heads = cpu_module ? 2 : 8;
   const int seq_q = s.seq_q.value_or(s.seq.value_or(def_seq));
@@ -352,7 +361,7 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   Inputs in;
   std::vector<int64_t> out_shape;
   Problem p = from_files ? problem_from_npy(o, in, out_shape)
-                         : shape_from_options(o.shape, kernel.backend == Backend::cpu);
+                         : shape_from_options(o.shape, kernel.backend == Backend::cpu || kEmulated);
   p.dtype = dtype;
   if (from_files) {
     // .npy inputs are float32; a 16-bit kernel gets them rounded to nearest, and the host
@@ -398,7 +407,9 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
                                 : "")
         << "\n";
   }
-  if (o.time && exit_code != 0) {
+  if (o.time && kEmulated && kernel.backend == Backend::gpu) {
+    out << "  time: not measured (emulated on the CPU: correctness only, no timing)\n";
+  } else if (o.time && exit_code != 0) {
     // A kernel that skips work finishes early: its time would read as a record speed.
     out << "  time: not measured, the output is wrong (fix the kernel first; a kernel that "
            "skips work looks fast)\n";

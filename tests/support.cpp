@@ -76,10 +76,32 @@ bool skip_grid_limits_under_racecheck() {
   return racecheck;
 }
 
+bool emulated() {
+#ifdef ATTN_EMULATION
+  return true;
+#else
+  return false;
+#endif
+}
+
+Problem grid_limit_problem(int seq_q, int seq_k, int head_dim, bool causal) {
+  if (emulated()) {
+    MESSAGE("emulated: batch*heads = 300 instead of 70000; the emulation's gridDim.y limit is "
+            "255 instead of 65535");
+    return Problem::make(3, 100, seq_q, seq_k, head_dim, causal);
+  }
+  return Problem::make(7, 10000, seq_q, seq_k, head_dim, causal);
+}
+
 bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                                     const CheckOptions& o) {
   if (sanitizer_light() && attention_flops(p) > kSanitizerMaxFlops) {
     MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
+    return true;
+  }
+  if (emulated() && attention_flops(p) > kEmulationMaxFlops) {
+    MESSAGE("not run under the CPU emulation (too large to emulate; a GPU grade runs it): "
+            << p.describe());
     return true;
   }
   return report_against_reference(kernel, p, in, check_kernel(kernel, p, in, o.tolerance), o);

@@ -60,6 +60,20 @@ bool sanitizer_light();
 // caller should skip the check.
 bool skip_grid_limits_under_racecheck();
 
+// Under the CPU emulation (grade_NN_cpu / check_NN_cpu, common/emulation/) a kernel runs
+// thousands of times slower than on a GPU, one fiber per CUDA thread and every shared and
+// global access checked: as under the sanitizers, checks of problems above kEmulationMaxFlops
+// are skipped with a message (on 2 cores a grade then takes 5-15 s). The smaller shapes (odd
+// sizes, partial tiles, seq_q != seq_k, masked rows, every head dim) take every code path.
+constexpr double kEmulationMaxFlops = kSanitizerMaxFlops;
+bool emulated();
+
+// The grid-limit cases: batch * heads past the 65535 limit of gridDim.y, so that a kernel that
+// puts batch * heads in gridDim.y fails: batch 7, heads 10000 (70000) on a GPU. The emulation
+// lowers the gridDim.y/z limit to attn::emu::kGridYZLimit (255) to keep the case small, and
+// there it is batch 3, heads 100 (300), with a message saying so.
+Problem grid_limit_problem(int seq_q, int seq_k, int head_dim, bool causal = false);
+
 // The same with inputs the caller made (e.g. scores that rise with the key index); `in.seed`
 // is printed as the seed. `o.range` only labels the report.
 bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,

@@ -233,7 +233,7 @@ TEST_CASE("K and V rows that are not 16-byte aligned (4-byte loads at d = 64)") 
 
 TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
   if (testing::skip_grid_limits_under_racecheck()) return;
-  testing::check_against_reference(kernel(), Problem::make(7, 10000, 3, 5, 16),
+  testing::check_against_reference(kernel(), testing::grid_limit_problem(3, 5, 16),
                                    lesson(kRecurrence));
 }
 

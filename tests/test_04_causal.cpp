@@ -158,8 +158,8 @@ TEST_CASE("causal, padded rows: O's row stride is larger than head_dim") {
 
 TEST_CASE("causal, grid limits: batch*heads = 70000 > 65535") {
   if (testing::skip_grid_limits_under_racecheck()) return;
-  testing::check_against_reference(kernel(), causal(7, 10000, 3, 5, 16), lesson(kOrder));
-  testing::check_against_reference(kernel(), causal(7, 10000, 5, 3, 16), lesson(kOrder));
+  testing::check_against_reference(kernel(), testing::grid_limit_problem(3, 5, 16, /*causal=*/true), lesson(kOrder));
+  testing::check_against_reference(kernel(), testing::grid_limit_problem(5, 3, 16, /*causal=*/true), lesson(kOrder));
 }
 
 TEST_CASE("non-causal problems still take module 03's path") {
@@ -171,7 +171,7 @@ TEST_CASE("non-causal problems still take module 03's path") {
   testing::check_against_reference(kernel(), Problem::make(2, 4, 65, 33, 64, false, Layout::BSHD),
                                    o);
   if (!testing::skip_grid_limits_under_racecheck())
-    testing::check_against_reference(kernel(), Problem::make(7, 10000, 3, 5, 16), o);
+    testing::check_against_reference(kernel(), testing::grid_limit_problem(3, 5, 16), o);
 }
 
 TEST_CASE("supports causal and non-causal up to head_dim 128; refuses wider heads") {

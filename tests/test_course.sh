@@ -20,10 +20,11 @@ expect_code() { [[ "$1" == "$2" ]] || fail "exit code $1, expected $2; output: $
 # the stand-in ctest reports as skipped.
 make_sandbox() {
   BOX=$(mktemp -d)
-  mkdir -p "$BOX/bin" "$BOX/modules/00_reference" "$BOX/modules/01_naive" "$BOX/scripts" \
-           "$BOX/docs/results"
+  mkdir -p "$BOX/bin" "$BOX/modules/00_reference" "$BOX/modules/01_naive" \
+           "$BOX/modules/05_batched_gemm" "$BOX/scripts" "$BOX/docs/results"
   cp "$SOURCE/course" "$BOX/course"
-  touch "$BOX/modules/00_reference/exercise.cpp" "$BOX/modules/01_naive/exercise.cu"
+  touch "$BOX/modules/00_reference/exercise.cpp" "$BOX/modules/01_naive/exercise.cu" \
+        "$BOX/modules/05_batched_gemm/exercise.cu"
   printf 'matplotlib>=3.6\nnumpy>=1.24\n' >"$BOX/requirements.txt"
   echo '{"schema": "attn-bench/1"}' >"$BOX/docs/results/a.json"
   echo '{"schema": "attn-gemm-bench/1"}' >"$BOX/docs/results/b.json"
@@ -35,7 +36,8 @@ case "\$1" in
   --version) echo "cmake version 3.25.1" ;;
   --preset) mkdir -p "$BOX/build/\$2"; touch "$BOX/build/\$2/build.ninja"
             echo "ATTN_PYTHON:FILEPATH=/cached/python" >"$BOX/build/\$2/CMakeCache.txt" ;;
-  --build) mkdir -p "$BOX/build/release"; cp "$BOX/bin/attn" "$BOX/build/release/attn" ;;
+  --build) mkdir -p "$BOX/build/release"; cp "$BOX/bin/attn" "$BOX/build/release/attn"
+           cp "$BOX/bin/attn" "$BOX/build/release/attn_emu" ;;
 esac
 exit 0
 EOF
@@ -80,7 +82,7 @@ exit 0
 EOF
   cat >"$BOX/bin/attn" <<EOF
 #!/usr/bin/env bash
-echo "attn \$*" >>"$log"
+echo "\$(basename "\$0") \$*" >>"$log"
 for a in "\$@"; do
   [[ "\$a" == --frob ]] && { echo "attn: The following argument was not expected: --frob" >&2; exit 2; }
 done
@@ -185,16 +187,54 @@ test_run_usage_error() {
   expect_lacks "$OUT" "== your exercise =="
 }
 
-# Without a GPU, a GPU module says so, names module 00 and what to run, compiles the exercise
-# only, and runs nothing.
+# Without a GPU, a GPU module that the CPU emulation does not cover (05 on) says so, names
+# what runs here, compiles the exercise only, and runs nothing.
 test_run_gpu_module_without_gpu() {
-  course run 01
+  course run 05
   expect_code "$CODE" 1
   expect_contains "$OUT" "No NVIDIA GPU here"
   expect_contains "$OUT" "./course run 00"
   expect_lacks "$(calls)" "attn run"
-  expect_contains "$(calls)" "--target m01_exercise"
+  expect_lacks "$(calls)" "attn_emu run"
+  expect_contains "$(calls)" "--target m05_exercise"
   expect_lacks "$(calls)" "--target attn"
+}
+
+# Without a GPU, modules 01-04 run in the CPU emulation (attn_emu), say so in one line, and
+# are not timed; the exit code still follows the exercise.
+test_run_emulated_without_gpu() {
+  FAKE_EXERCISE_RC=1 course run 01 --seq 100
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "emulated on the CPU: correctness only, no timing"
+  expect_contains "$(calls)" "--target attn_emu"
+  expect_contains "$(calls)" "attn_emu run --module 1 --impl solution --verify --seq 100"
+  expect_contains "$(calls)" "attn_emu run --module 1 --impl exercise --verify --seq 100"
+  expect_lacks "$(calls)" "--time"
+  FAKE_EXERCISE_RC=0 course run 01
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "passed on this shape"
+}
+
+# With a GPU, the same command runs the real kernels and times them.
+test_run_with_gpu_is_not_emulated() {
+  FAKE_GPU=1 course run 01
+  expect_lacks "$OUT" "emulated"
+  expect_contains "$(calls)" "attn run --module 1 --impl solution --verify --time"
+  expect_lacks "$(calls)" "attn_emu"
+}
+
+# Without a GPU, `grade 01` builds and runs the emulated grader, and says so.
+test_grade_emulated_without_gpu() {
+  mkdir -p "$BOX/build/release"
+  printf '#!/usr/bin/env bash\necho "[doctest] test cases: 3 | 3 passed"\nexit 0\n' \
+    >"$BOX/build/release/grade_01_cpu"
+  chmod +x "$BOX/build/release/grade_01_cpu"
+  course grade 01
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "--target grade_01_cpu"
+  expect_contains "$OUT" "emulated on the CPU: correctness only, no timing"
+  expect_contains "$OUT" "module 01: PASS (emulated on the CPU"
+  expect_contains "$(cat "$BOX/build/grades/01")" "pass (emulated)"
 }
 
 # What a command builds, and the first build's note.
@@ -243,7 +283,11 @@ test_status_names_the_next_module() {
   FAKE_GPU=1 course status
   expect_contains "$OUT" "Next: module 01 (01_naive)"
   course status
-  expect_contains "$OUT" "needs a GPU, and none is here"
+  expect_contains "$OUT" "Next: module 01 (01_naive)"
+  expect_contains "$OUT" "emulated"
+  echo "pass (emulated) 2026-01-01T00:00:00Z" >"$BOX/build/grades/01"
+  course status
+  expect_contains "$OUT" "Next: module 05 (05_batched_gemm) needs a GPU, and none is here"
 }
 
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do run_test "$t"; done
