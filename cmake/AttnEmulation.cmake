@@ -34,6 +34,10 @@ endif()
 if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
   set(ATTN_EMULATION_SUPPORTED OFF)
 endif()
+option(ATTN_EMULATION "build the CPU emulation of modules 01-04 (grade_NN_cpu, check_NN_cpu)" ON)
+if(NOT ATTN_EMULATION)
+  set(ATTN_EMULATION_SUPPORTED OFF)
+endif()
 # -O1: the checks make every load and store a call, so more optimization buys little speed and
 # costs compile time; -g: the checks name source lines from the debug information.
 list(APPEND ATTN_EMU_CHECK_FLAGS -O1 -g)

@@ -45,7 +45,8 @@
 #define __global__
 #define __device__
 #define __host__
-#define __noinline__ __attribute__((noinline))
+// No __noinline__: libstdc++ (GCC 12 and later) writes __attribute__((__noinline__)) in its
+// own headers, which a macro of that name would break; no module uses it.
 #define __forceinline__ inline __attribute__((always_inline))
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
