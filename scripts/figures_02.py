@@ -25,9 +25,9 @@ from matplotlib.patches import Rectangle  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 DPI = 150
-# The course's palette (one meaning per colour across the lessons).
-COLORS = {"q": "#4C72B0", "k": "#DD8452", "v": "#55A868", "o": "#8172B3", "s": "#C44E52",
-          "onchip": "#FFF4C2", "global": "#E8E8E8", "edge": "#333333", "muted": "#999999"}
+# The course's palette (one meaning per colour across the lessons): scripts/figures_common.py.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figures_common import COLORS  # noqa: E402
 STYLE = {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
          "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
          "font.family": "DejaVu Sans"}

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from lesson_figures_style import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
+from figures_common import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
 
 GIB = float(1 << 30)
 

@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from lesson_figures_style import COLORS, box, new_figure, save  # noqa: E402
+from figures_common import COLORS, box, new_figure, save  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860", "#DA8BC3"]

@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from lesson_figures_style import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
+from figures_common import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
 
 WARP_COLORS = ["#4C72B0", "#6F8FC7", "#93ADD8", "#B6C9E8"]
 
