@@ -65,12 +65,12 @@ def fig_row_split(out_dir):
         x0, cw, rw, xr = 0.4, 0.3, 0.6, 10.3  # left edge, chunk width, register box, notes
         # The block: threads -> (query, part).
         ax.text(x0, 6.25, "D = 128 (kSplit = 2): a block of 128 threads holds 64 queries; "
-                "thread t holds query first + t / 2, part t % 2.   (D <= 64, kSplit = 1: "
+                "thread i holds query first + i / 2, part i % 2.   (D <= 64, kSplit = 1: "
                 "thread t holds query first + t, its whole row.)", fontsize=9.5, va="center")
         for t in range(16):
             _box(ax, x0 + t * rw, 5.45, rw - 0.02, 0.5, PART_COLORS[t % 2],
-                 f"t={t}\nq{t // 2} p{t % 2}", fontsize=6.5)
-        ax.text(xr, 5.7, "... up to t = 127: query 63, part 1", fontsize=8.5, va="center")
+                 f"i={t}\nq{t // 2} p{t % 2}", fontsize=6.5)
+        ax.text(xr, 5.7, "... up to i = 127: query 63, part 1", fontsize=8.5, va="center")
         # The V (or K) row in shared memory: 32 float4 chunks.
         yrow = 4.1
         ax.text(x0, yrow + 0.75, "Row j of the K or V tile in shared memory: 128 floats = 32 "
@@ -90,7 +90,7 @@ def fig_row_split(out_dir):
                 col = 4 * (2 * t + part)
                 _box(ax, x0 + t * rw, y, rw - 0.02, 0.4, PART_COLORS[part],
                      f"{col}-{col + 3}", fontsize=6)
-            ax.text(xr, y + 0.2, f"thread part {part} (t = 2q + {part}): acc[4t + e] and "
+            ax.text(xr, y + 0.2, f"thread part {part} (i = 2q + {part}): acc[4t + e] and "
                     f"q_reg[4t + e]\nhold column 4 (2t + {part}) + e, t = 0 .. 15",
                     fontsize=8.5, va="center")
         for t in range(4):

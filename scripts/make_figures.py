@@ -297,7 +297,7 @@ def fig_online_softmax(out_dir):
                      + ("0" if st["alpha"] == 0 else f"{st['alpha']:.4f}"),
                      f"{st['p_sum']:.4f}", f"{st['l']:.4f}", f"{st['acc']:.4f}"])
     header = ["", "m_old", "m_new", "alpha = 2^(m_old - m_new)", "sum_j 2^(s_j - m_new)",
-              "l = l*alpha + sum", "acc = acc*alpha + sum p_j v_j"]
+              "l = l*alpha + sum", "acc*alpha + sum 2^(s-m) v"]
     table = tab.table(cellText=rows, colLabels=header, loc="upper center", cellLoc="center",
                       colWidths=[0.07, 0.08, 0.08, 0.24, 0.17, 0.15, 0.21])
     table.auto_set_font_size(False)
