@@ -66,7 +66,7 @@ def fig_row_split(out_dir):
         # The block: threads -> (query, part).
         ax.text(x0, 6.25, "D = 128 (kSplit = 2): a block of 128 threads holds 64 queries; "
                 "thread i holds query first + i / 2, part i % 2.   (D <= 64, kSplit = 1: "
-                "thread t holds query first + t, its whole row.)", fontsize=9.5, va="center")
+                "thread i holds query first + i, its whole row.)", fontsize=9.5, va="center")
         for t in range(16):
             _box(ax, x0 + t * rw, 5.45, rw - 0.02, 0.5, PART_COLORS[t % 2],
                  f"i={t}\nq{t // 2} p{t % 2}", fontsize=6.5)
