@@ -10,7 +10,7 @@ Check 1, development history. The lessons (modules/*/README.md), README.md, docs
 every comment of the source files in modules/, solutions/, common/ and tests/ must not tell
 how the course was made: no "session", "the issue", "the fifth run", "previous version",
 "refactor", "worklog" (except as a link into docs/worklog/, where that history lives).
-docs/results.md is exempt: it is the measurement log, where dated runs belong.
+docs/results.md is checked too: dated runs of earlier versions go to docs/worklog/results_history.md.
 
 Check 2, measured numbers. Every number that a lesson gives with a unit of measurement
 (TFLOP/s, GB/s, TB/s, ms, us/µs, and speedups such as 1.05x or 1.05×), and every number in a
@@ -59,8 +59,9 @@ HISTORY_PATTERNS = [
 ]
 HISTORY_RES = [(re.compile(p, re.IGNORECASE), why) for p, why in HISTORY_PATTERNS]
 
-# A markdown link into docs/worklog/ ([text](../../docs/worklog/07_x.md)) or a bare path to it.
-WORKLOG_LINK = re.compile(r"\[[^\]]*\]\([^)]*docs/worklog/[^)]*\)|\S*docs/worklog/\S*")
+# A markdown link into docs/worklog/ ([text](../../docs/worklog/07_x.md), or
+# [text](worklog/07_x.md) from docs/) or a bare path to it.
+WORKLOG_LINK = re.compile(r"\[[^\]]*\]\((?:[^)\s]*/)?worklog/[^)]*\)|\S*docs/worklog/\S*")
 
 SOURCE_EXTS = {".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp", ".py", ".sh",
                ".cmake"}
@@ -162,7 +163,7 @@ def docs_to_check(root):
                                                                                 "*", "*.md")))
     files += sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs",
                                                                                 "*.md")))
-    return [f for f in files if f != os.path.join("docs", "results.md")]
+    return files
 
 
 def sources_to_check(root):
@@ -369,7 +370,7 @@ IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
 def check_images(root):
     failures = []
-    for rel in docs_to_check(root) + [os.path.join("docs", "results.md")]:
+    for rel in docs_to_check(root):
         path = os.path.join(root, rel)
         if not os.path.exists(path):
             continue
