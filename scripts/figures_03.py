@@ -21,24 +21,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "docs", "results")
-DPI = 150
 # The course's palette (one meaning per colour across the lessons): scripts/figures_common.py.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from figures_common import COLORS  # noqa: E402
-STYLE = {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
-         "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-         "font.family": "DejaVu Sans"}
+from figures_common import COLORS, RESULTS, ROOT, STYLE  # noqa: E402
+from figures_common import save_full_colour as _save  # noqa: E402
 PART_COLORS = ("#4C72B0", "#8172B3")  # the two threads of a row at D = 128
 
-
-def _save(fig, out_dir, name):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return path
 
 
 def _box(ax, x, y, w, h, face, text=None, fontsize=7.5, color="white", lw=0.6):

@@ -18,27 +18,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "docs", "results")
 BENCH = "bench_h100_modules03_06_torch.json"
-DPI = 150
 # The course's palette (one meaning per colour across the lessons): scripts/figures_common.py.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from figures_common import COLORS  # noqa: E402
-STYLE = {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
-         "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-         "font.family": "DejaVu Sans"}
+from figures_common import COLORS, RESULTS, ROOT, STYLE  # noqa: E402
+from figures_common import save_full_colour as _save  # noqa: E402
 # Queries per block of the fp32 tiling (common/device/fp32_tiles.cuh): 128 threads, one per
 # row at D <= 64, two per row at D = 96 and 128.
 QUERIES_PER_BLOCK = {64: 128, 128: 64}
 
-
-def _save(fig, out_dir, name):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return path
 
 
 def _rows():

@@ -37,7 +37,11 @@ COLORS = {
     "masked": "#D9D9D9",
 }
 
-plt.rcParams.update({
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+RESULTS = os.path.join(ROOT, "docs", "results")  # the committed result files plots read
+
+# White background, one font and its sizes: every figure of the course.
+STYLE = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
     "savefig.facecolor": "white",
@@ -46,8 +50,8 @@ plt.rcParams.update({
     "axes.labelsize": 10,
     "legend.fontsize": 9,
     "font.family": "DejaVu Sans",
-    "svg.hashsalt": "attn-course",
-})
+}
+plt.rcParams.update({**STYLE, "svg.hashsalt": "attn-course"})
 
 
 def new_figure(width, height):
@@ -108,4 +112,15 @@ def save(fig, out_dir, name):
     image = Image.open(buffer).convert("RGB")
     image = image.quantize(colors=128, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     image.save(path, format="PNG", optimize=True)
+    return path
+
+
+def save_full_colour(fig, out_dir, name):
+    """Write `name` into out_dir as matplotlib draws it (no palette reduction: for plots with
+    gradients or many colours, e.g. the lane/bank grids and measured curves); return the path.
+    No Software metadata, so the bytes depend only on the drawing."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
     return path
