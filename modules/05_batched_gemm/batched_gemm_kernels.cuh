@@ -380,6 +380,20 @@ Status row_softmax(const RowSoftmaxArgs& args, cudaStream_t stream) {
   return Status::ok();
 }
 
+// P = softmax(S) in place, for the batch * heads * seq_q rows of S (row stride ld) that both
+// forward paths write: S already holds scale * q.k, so the softmax scale is 1.
+Status softmax_of_scores(const Problem& p, float* S, int64_t ld, cudaStream_t stream) {
+  RowSoftmaxArgs sm;
+  sm.scores = S;
+  sm.rows = int64_t(p.batch) * p.heads * p.seq_q;
+  sm.seq_q = p.seq_q;
+  sm.seq_k = p.seq_k;
+  sm.row_stride = ld;
+  sm.scale = 1.0f;
+  sm.causal = p.causal;
+  return row_softmax(sm, stream);
+}
+
 Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,
                cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
@@ -408,15 +422,7 @@ Status forward(const Problem& p, const float* q, const float* k, const float* v,
   qk.alpha = p.softmax_scale();
   if (Status s = gemm_strided(qk, stream); !s) return s;
 
-  RowSoftmaxArgs sm;
-  sm.scores = S;
-  sm.rows = int64_t(p.batch) * p.heads * p.seq_q;
-  sm.seq_q = p.seq_q;
-  sm.seq_k = p.seq_k;
-  sm.row_stride = ld;
-  sm.scale = 1.0f;  // S already holds scale · q·k
-  sm.causal = p.causal;
-  if (Status s = row_softmax(sm, stream); !s) return s;
+  if (Status s = softmax_of_scores(p, S, ld, stream); !s) return s;
 
   // O = P V: M = seq_q, N = head_dim, K = seq_k; V is stored [seq_k, head_dim] = K x N.
   BatchedGemmStridedArgs pv;
@@ -468,15 +474,7 @@ Status forward_pointer_array(const Problem& p, const float* const* q_heads,
   qk.alpha = p.softmax_scale();
   if (Status s = gemm_pointer_array(qk, stream); !s) return s;
 
-  RowSoftmaxArgs sm;
-  sm.scores = S;
-  sm.rows = heads * p.seq_q;
-  sm.seq_q = p.seq_q;
-  sm.seq_k = p.seq_k;
-  sm.row_stride = ld;
-  sm.scale = 1.0f;
-  sm.causal = p.causal;
-  if (Status s = row_softmax(sm, stream); !s) return s;
+  if (Status s = softmax_of_scores(p, S, ld, stream); !s) return s;
 
   BatchedGemmPtrArgs pv;
   pv.A = s_heads;
