@@ -11,4 +11,20 @@ namespace attn::device {
 // log2(e): exp(x) = 2^(x * kLog2e).
 constexpr float kLog2e = 1.4426950408889634f;
 
+// 2^x on the special-function unit: one MUFU.EX2, flushing subnormal results to 0 (ftz);
+// 2^-inf = +0. exp2f without --use_fast_math adds a range check and two multiplies per call
+// to get subnormal results right, which a softmax never needs (a probability below 2^-126 is
+// 0 for every purpose here). The tensor-core kernels (modules 07 and 09) call this.
+#if defined(__CUDACC__)
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+#endif
+
 }  // namespace attn::device

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "common/device/cp_async.cuh"
+#include "common/device/math.cuh"
 
 // mma.sync.m16n8k16 (with bf16), ldmatrix and cp.async need sm_80. The course also builds for
 // sm_75 (Turing): there the wrappers below compile to nothing, and launch_config()
@@ -121,14 +122,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
 // that ldmatrix takes.
 using device::smem_u32;
 
-// 2^x on the special-function unit (MUFU.EX2); 2^-inf = +0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y = 0.0f;
-#if ATTN_M07_HAS_SM80
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-#endif
-  return y;
-}
+// 2^x on the special-function unit (MUFU.EX2); 2^-inf = +0 (common/device/math.cuh).
+using device::fast_exp2;
 
 // ---- Shared-memory tiles and the swizzle ---------------------------------------------------
 // A tile stores rows of D 16-bit elements: D/8 "chunks" of 16 bytes per row, the unit of a

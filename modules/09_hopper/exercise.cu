@@ -33,8 +33,8 @@ struct HopperSteps {
 
   // Consumers: wait for data; release a slot once this warp has finished reading it.
   template <class Plan>
-  __device__ static void wait_q(const Plan& plan) {
-    (void)plan;  // TODO 3
+  __device__ static void wait_q(const Plan& plan, uint32_t phase) {
+    (void)plan, (void)phase;  // TODO 3
   }
   template <class Plan>
   __device__ static void wait_k(const Plan& plan, RingPosition ring) {
@@ -57,18 +57,19 @@ struct HopperSteps {
 
   // S (64 x kBlockN) = Q K^T for this warpgroup's 64 query rows (q_rows) and the K tile.
   template <class C, bool kBf16>
-  __device__ static void scores(float (&s)[C::kBlockN / 2], uint32_t q_rows, uint32_t k_tile) {
-    // TODO 5: kHeadDim / 16 wgmmas (Wgmma<C::kBlockN>::a_smem) with their descriptors, between
-    // wgmma_fence() and wgmma_commit() / wgmma_wait<0>().
+  __device__ static void issue_scores(float (&s)[C::kBlockN / 2], uint32_t q_rows, uint32_t k_tile) {
+    // TODO 5: kHeadDim / 16 wgmmas (Wgmma<C::kBlockN>::a_smem) with their descriptors, after
+    // wgmma_fence(), closed into one group by wgmma_commit() (the kernel waits for it).
     for (int i = 0; i < C::kBlockN / 2; ++i) s[i] = 0.0f;
     (void)q_rows, (void)k_tile;
   }
 
   // O (64 x kHeadDim) += P (registers) V (the V tile in shared memory).
   template <class C, bool kBf16>
-  __device__ static void accumulate_pv(float (&o)[C::kHeadDim / 2],
+  __device__ static void issue_pv(float (&o)[C::kHeadDim / 2],
                                        const uint32_t (&p)[C::kBlockN / 16][4], uint32_t v_tile) {
-    // TODO 6: kBlockN / 16 wgmmas (Wgmma<C::kHeadDim>::a_regs_b_n_major), V read N-major.
+    // TODO 6: kBlockN / 16 wgmmas (Wgmma<C::kHeadDim>::a_regs_b_n_major), V read N-major,
+    // after wgmma_fence(), closed by wgmma_commit().
     (void)o, (void)p, (void)v_tile;
   }
 };

@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -43,18 +44,33 @@ namespace attn::m09 {
 
 // ---- Tile shapes and the shared-memory plan ----------------------------------------------------
 
-template <int kHeadDim_>
+// The schedule of the consumers' work (README section 5):
+//   serial:   S = Q K^T, wait, softmax, O += P V, wait: the tensor cores idle during softmax;
+//   overlap:  S for tile j+1 is issued together with O += P V for tile j, and the softmax of
+//             tile j+1 runs while the tensor cores do P V (FlashAttention-3's intra-warpgroup
+//             overlap);
+//   pingpong: overlap, and the consumer warpgroups take turns to issue their products (named
+//             barriers), so one warpgroup's softmax runs under another's matrix products.
+enum class Schedule { serial, overlap, pingpong };
+
+template <int kHeadDim_, int kBlockN_ = 128, int kConsumers_ = 2,
+          Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true>
 struct Config {
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kConsumers = 2;                  // consumer warpgroups
+  static constexpr int kConsumers = kConsumers_;       // consumer warpgroups
   static constexpr int kRowsPerConsumer = 64;           // one wgmma is 64 rows tall
   static constexpr int kBlockM = kConsumers * kRowsPerConsumer;  // query rows per block
-  static constexpr int kBlockN = 128;                   // keys per K/V tile
-  static constexpr int kStages = 2;                     // K/V ring slots
+  static constexpr int kBlockN = kBlockN_;              // keys per K/V tile
+  static constexpr int kStages = kStages_;              // K/V ring slots
+  static constexpr Schedule kSchedule = kSchedule_;
+  // Persistent: one block per SM walks the work tiles (the producer loads the next tile while
+  // the consumers store the last one); otherwise one block per work tile.
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
   static constexpr int kRowBytes = 128;
+  static_assert(kHeadDim % kPanelCols == 0 && kBlockN % 16 == 0 && kBlockN <= 256, "tile shape");
 
   // Byte offsets inside the (1024-byte aligned) dynamic shared memory.
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;
@@ -63,18 +79,24 @@ struct Config {
   static constexpr uint32_t kKOffset = kQBytes;
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKVBytes;
   static constexpr uint32_t kBarrierOffset = kVOffset + kStages * kKVBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // q_full, k_full[], k_empty[], v_full[], v_empty[]
-  static constexpr uint32_t kSharedBytes = kBarrierOffset + kBarriers * 8 + 1024;  // + alignment slack
+  static constexpr int kBarriers = 2 + 4 * kStages;  // q_full, q_empty, k/v full/empty per slot
+  static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;  // the gave-up word
+  static constexpr uint32_t kSharedBytes = kFlagOffset + 8 + 1024;  // + alignment slack
+  static_assert(kBlockN * kRowBytes % 1024 == 0, "every panel must start on a 1024-byte boundary");
+  static_assert(kSharedBytes <= 227 * 1024, "more shared memory than an SM has");
 
-  // Registers per thread after setmaxnreg: the producer needs few, the consumers hold the
-  // S and O accumulators (kBlockN/2 + kHeadDim/2 floats) and P. 128 x (24 + 240 + 240)
-  // = 64512 of the SM's 65536 registers.
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  // Registers per thread after setmaxnreg (the SM has 65536 = 128 x 512 per warpgroup-lane):
+  // the producer keeps few, the consumers hold the S and O accumulators (kBlockN/2 +
+  // kHeadDim/2 floats) and P. Two consumers: 128 x (24 + 2 x 240) = 64512; three:
+  // 128 x (32 + 3 x 160) = 65536.
+  static constexpr int kProducerRegisters = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegisters = kConsumers == 2 ? 240 : 160;
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
 };
 
-// The block's barriers. Q has one (filled once); each ring slot has four.
-enum Barrier : int { q_full = 0, k_full = 1, k_empty = 2, v_full = 3, v_empty = 4 };
+// The block's barriers. Q has two (full, empty: refilled for each work tile); each ring slot
+// has four.
+enum Barrier : int { q_full = 0, k_full = 1, k_empty = 2, v_full = 3, v_empty = 4, q_empty = 5 };
 inline const char* barrier_name(int b) {
   switch (b) {
     case q_full: return "Q full";
@@ -82,6 +104,7 @@ inline const char* barrier_name(int b) {
     case k_empty: return "K empty";
     case v_full: return "V full";
     case v_empty: return "V empty";
+    case q_empty: return "Q empty";
   }
   return "unknown";
 }
@@ -98,11 +121,17 @@ struct SharedPlan {
   __device__ uint32_t k(int slot) const { return base + C::kKOffset + slot * C::kKVBytes; }
   __device__ uint32_t v(int slot) const { return base + C::kVOffset + slot * C::kKVBytes; }
   __device__ uint32_t barrier(Barrier b, int slot = 0) const {
-    const int index = b == q_full ? 0 : 1 + (b - 1) * C::kStages + slot;
+    const int index = b == q_full ? 0 : b == q_empty ? 1 : 2 + (b - 1) * C::kStages + slot;
     return base + C::kBarrierOffset + 8 * index;
   }
   __device__ void wait(Barrier b, int slot, uint32_t phase) const {
-    mbarrier_wait(barrier(b, slot), phase, hang, b, slot);
+    mbarrier_wait(barrier(b, slot), phase, hang, b, slot, base + C::kFlagOffset);
+  }
+  // True once a wait of this block has given up (see mbarrier_wait).
+  __device__ bool gave_up() const {
+    uint32_t flag;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(flag) : "r"(base + C::kFlagOffset) : "memory");
+    return flag != 0;
   }
   __device__ void arrive(Barrier b, int slot) const { mbarrier_arrive(barrier(b, slot)); }
   __device__ void arrive_expect_bytes(Barrier b, int slot, uint32_t bytes) const {
@@ -119,6 +148,7 @@ struct TensorMaps {
 struct KernelArgs {
   int batch, heads, kv_heads, seq_q, seq_k;
   int m_blocks;      // ceil(seq_q / kBlockM)
+  int work_tiles;    // m_blocks * heads * batch: the (query block, head, batch) tiles to do
   float scale_log2;  // softmax_scale * log2(e): scores in base-2 units
   HangReport* hang;  // mapped host memory: see hang_report()
 };
@@ -186,40 +216,64 @@ __device__ inline void mask_scores(float (&s)[kN / 2], const KernelArgs& a, int 
   }
 }
 
-// The online softmax step of module 03 for this thread's two rows: new running maxima, the
-// rescale of O and of the running sums, and P = 2^(s - m) packed to 16 bits as wgmma's A
-// fragments (the accumulator layout of two adjacent 8-column blocks IS the A-operand layout of
-// one k16 step, so P never leaves the registers).
-template <int kN, int kD, bool kBf16>
-__device__ inline void online_softmax(float (&s)[kN / 2], float (&o)[kD / 2], float (&row_max)[2],
-                                      float (&row_sum)[2], uint32_t (&p)[kN / 16][4],
-                                      float scale_log2) {
+// The online softmax step of module 03 for this thread's two rows, in two halves so that the
+// first can run while the tensor cores still accumulate O:
+//   softmax_exponentials: new running maxima, P = 2^(s*scale - m) in place of s, the running
+//                         sums rescaled and increased; returns the factor O must be rescaled by;
+//   rescale_and_pack:     O *= that factor, and P packed to 16 bits as wgmma's A fragments (the
+//                         accumulator layout of two adjacent 8-column blocks IS the A layout of
+//                         one k16 step, so P never leaves the registers).
+template <int kN>
+__device__ inline void softmax_exponentials(float (&s)[kN / 2], float (&row_max)[2],
+                                            float (&row_sum)[2], float (&correction)[2],
+                                            float scale_log2) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], s[i]);
-  float correction[2], base[2];
+  float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float new_max = fmaxf(row_max[r], quad_max(tile_max[r]) * scale_log2);
     // A row that has seen only masked keys keeps max -inf; use 0 so that 2^(-inf - 0) = 0
     // instead of 2^(-inf + inf) = NaN.
     base[r] = new_max == -INFINITY ? 0.0f : new_max;
-    correction[r] = exp2f(row_max[r] - base[r]);
+    correction[r] = device::fast_exp2(row_max[r] - base[r]);
     row_max[r] = new_max;
     row_sum[r] *= correction[r];
   }
 #pragma unroll
-  for (int i = 0; i < kD / 2; ++i) o[i] *= correction[(i % 4) / 2];
-#pragma unroll
   for (int i = 0; i < kN / 2; ++i) {
-    s[i] = exp2f(fmaf(s[i], scale_log2, -base[(i % 4) / 2]));
+    s[i] = device::fast_exp2(fmaf(s[i], scale_log2, -base[(i % 4) / 2]));
     row_sum[(i % 4) / 2] += s[i];  // this thread's part; the quad's parts are added at the end
   }
+}
+
+template <int kN, int kD, bool kBf16>
+__device__ inline void rescale_and_pack(const float (&s)[kN / 2], float (&o)[kD / 2],
+                                        const float (&correction)[2], uint32_t (&p)[kN / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] *= correction[(i % 4) / 2];
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) p[kk][r] = pack_pair<kBf16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
   }
+}
+
+// Ping-pong: consumer c may issue its products once barrier kTurnBarrier + c has been reached
+// by its own 128 threads (bar.sync) and the 128 of the consumer before it (bar.arrive, after
+// that one issued). The turn passes in a ring 0 -> 1 -> ... -> 0.
+constexpr int kTurnBarrier = 4;  // named barriers 4, 5, 6 (1..3 are the output stores')
+
+template <class C>
+__device__ inline void wait_for_turn(int consumer) {
+  if constexpr (C::kSchedule == Schedule::pingpong) named_barrier_sync(kTurnBarrier + consumer, 256);
+}
+template <class C>
+__device__ inline void pass_turn(int consumer) {
+  if constexpr (C::kSchedule == Schedule::pingpong)
+    asm volatile("bar.arrive %0, 256;" ::"r"(kTurnBarrier + (consumer + 1) % C::kConsumers)
+                 : "memory");
 }
 
 // Writes this warpgroup's normalised O rows into its 64 rows of the Q tile (Q is no longer
@@ -241,55 +295,16 @@ __device__ inline void stage_output(const float (&o)[C::kHeadDim / 2], const flo
   }
 }
 
-// ---- The kernel ---------------------------------------------------------------------------------
-
+// One work tile of one consumer warpgroup: 64 query rows, the online softmax on wgmma
+// accumulators, then the output through shared memory and a TMA store. `first_kv` counts the
+// K/V tiles this block's ring has carried before this work tile (ring positions continue from
+// one work tile to the next), `q_phase` is the parity of this work tile's Q fill.
 template <class C, class Steps, bool kBf16, bool kCausal>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    hopper_attention_kernel(const __grid_constant__ TensorMaps maps, const KernelArgs a) {
-#if ATTN_M09_DEVICE_CODE
-  extern __shared__ __align__(1024) unsigned char shared_raw[];
-  // The 128-byte swizzle repeats every 1024 bytes: every tile must start on such a boundary.
-  const SharedPlan<C> plan{(shared_address(shared_raw) + 1023u) & ~1023u, a.hang};
-
-  // Heaviest blocks first: the m-block index is the slowest-moving part of blockIdx.x and runs
-  // backwards, so with the causal mask the longest rows start in the first wave.
-  const int bh_count = a.batch * a.heads;
-  const int m_block = a.m_blocks - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = static_cast<int>(blockIdx.x % bh_count);
-  const int head = bh % a.heads, batch = bh / a.heads;
-  const int kv_head = head / (a.heads / a.kv_heads);
-  const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
-
+__device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const KernelArgs& a,
+                                                   const SharedPlan<C>& plan, int consumer,
+                                                   int m_block, int head, int batch, int tiles,
+                                                   int first_kv, uint32_t q_phase) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warpgroup = warp / 4;
-
-  if (threadIdx.x == 0) {
-    mbarrier_init(plan.barrier(q_full), 1);
-    for (int s = 0; s < C::kStages; ++s) {
-      mbarrier_init(plan.barrier(k_full, s), 1);  // the producer's arrive_expect_bytes
-      mbarrier_init(plan.barrier(v_full, s), 1);
-      mbarrier_init(plan.barrier(k_empty, s), 4 * C::kConsumers);  // one arrival per consumer warp
-      mbarrier_init(plan.barrier(v_empty, s), 4 * C::kConsumers);
-    }
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    // ---------------- Producer ----------------
-    registers_release<C::kProducerRegisters>();
-    if (warp == 0 && lane == 0 && tiles > 0) {
-      Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
-      for (int j = 0; j < tiles; ++j)
-        Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(j, C::kStages), j * C::kBlockN,
-                            kv_head, batch);
-    }
-    return;
-  }
-
-  // ---------------- Consumers ----------------
-  registers_claim<C::kConsumerRegisters>();
-  const int consumer = warpgroup - 1;
   const int warp_in_group = warp % 4;
   const int first_row = m_block * C::kBlockM + consumer * C::kRowsPerConsumer;
   const int row0 = first_row + 16 * warp_in_group + lane / 4;  // this thread's first row
@@ -302,27 +317,91 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};
 
-  if (tiles > 0) Steps::wait_q(plan);
-  for (int j = 0; j < tiles; ++j) {
-    const RingPosition ring(j, C::kStages);
-    const int key0 = j * C::kBlockN;
-
-    float s[C::kBlockN / 2];
-    Steps::wait_k(plan, ring);
-    Steps::template scores<C, kBf16>(s, my_rows, plan.k(ring.slot));
-    Steps::release_k(plan, ring, lane);
-
-    // Only tiles that reach past seq_k or cross this warpgroup's diagonal need the mask.
+  // Masks only where needed: tiles that reach past seq_k or cross this warpgroup's diagonal.
+  auto mask_if_needed = [&](float (&s)[C::kBlockN / 2], int tile) {
+    const int key0 = tile * C::kBlockN;
     const bool tail = key0 + C::kBlockN > a.seq_k;
     const bool diagonal = kCausal && key0 + C::kBlockN - 1 > first_row + (a.seq_k - a.seq_q);
     if (tail || diagonal) mask_scores<C::kBlockN, kCausal>(s, a, row0, key0, lane);
+  };
 
-    uint32_t p[C::kBlockN / 16][4];
-    online_softmax<C::kBlockN, C::kHeadDim, kBf16>(s, o, row_max, row_sum, p, a.scale_log2);
+  float s[C::kBlockN / 2];
+  uint32_t p[C::kBlockN / 16][4];
+  float correction[2];
 
-    Steps::wait_v(plan, ring);
-    Steps::template accumulate_pv<C, kBf16>(o, p, plan.v(ring.slot));
-    Steps::release_v(plan, ring, lane);
+  if constexpr (C::kSchedule == Schedule::serial) {
+    Steps::wait_q(plan, q_phase);
+    for (int j = 0; j < tiles; ++j) {
+      const RingPosition ring(first_kv + j, C::kStages);
+      Steps::wait_k(plan, ring);
+      Steps::template issue_scores<C, kBf16>(s, my_rows, plan.k(ring.slot));
+      wgmma_wait<0>();
+      fence_registers(s);
+      Steps::release_k(plan, ring, lane);
+      mask_if_needed(s, j);
+      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
+      Steps::wait_v(plan, ring);
+      Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
+      wgmma_wait<0>();
+      fence_registers(o);
+      Steps::release_v(plan, ring, lane);
+    }
+  } else if (tiles == 0) {
+    Steps::wait_q(plan, q_phase);  // nothing to compute, but O is staged where Q lands
+  } else {
+    // The first tile's scores and softmax on their own; then each step issues S for tile j+1
+    // and O += P V for tile j back to back, and computes the softmax of j+1 while P V runs.
+    // With ping-pong the consumers' issue phases take turns; the last consumer hands the
+    // first its first turn.
+    if (C::kSchedule == Schedule::pingpong && consumer == C::kConsumers - 1) pass_turn<C>(consumer);
+    Steps::wait_q(plan, q_phase);
+    {
+      const RingPosition ring(first_kv, C::kStages);
+      Steps::wait_k(plan, ring);
+      wait_for_turn<C>(consumer);
+      Steps::template issue_scores<C, kBf16>(s, my_rows, plan.k(ring.slot));
+      pass_turn<C>(consumer);
+      wgmma_wait<0>();
+      fence_registers(s);
+      Steps::release_k(plan, ring, lane);
+      mask_if_needed(s, 0);
+      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
+    }
+    // The steady state: every step commits two groups (S of tile j+1, then P V of tile j), so
+    // wgmma_wait<1> always means "S is done". The last tile, with only P V, is peeled off
+    // below: a group that is committed on some steps only would leave the compiler unable to
+    // tell which registers are still in flight, and it would serialise every wgmma.
+    for (int j = 0; j + 1 < tiles; ++j) {
+      const RingPosition ring(first_kv + j, C::kStages), next(first_kv + j + 1, C::kStages);
+      Steps::wait_k(plan, next);
+      Steps::wait_v(plan, ring);
+      wait_for_turn<C>(consumer);
+      Steps::template issue_scores<C, kBf16>(s, my_rows, plan.k(next.slot));
+      Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
+      pass_turn<C>(consumer);
+      wgmma_wait<1>();  // S of tile j+1 is done (P V of tile j may still run)
+      fence_registers(s);
+      Steps::release_k(plan, next, lane);
+      mask_if_needed(s, j + 1);
+      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      wgmma_wait<0>();  // O += P V of tile j is done: O and P may change now
+      fence_registers(o);
+      Steps::release_v(plan, ring, lane);
+      rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
+    }
+    {
+      const RingPosition ring(first_kv + tiles - 1, C::kStages);
+      Steps::wait_v(plan, ring);
+      wait_for_turn<C>(consumer);
+      Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
+      // The last consumer's last turn has no one left to pass to.
+      if (consumer != C::kConsumers - 1) pass_turn<C>(consumer);
+      wgmma_wait<0>();
+      fence_registers(o);
+      Steps::release_v(plan, ring, lane);
+    }
   }
 
   // O = O / rowsum; rows that saw no key (causal, seq_q > seq_k) have sum 0 and output 0.
@@ -334,13 +413,101 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   stage_output<C, kBf16>(o, inv_sum, my_rows, warp_in_group, lane);
   fence_shared_for_async_proxy();              // the copy engine reads what st.shared wrote
-  named_barrier_sync(1 + consumer, 128);        // all 128 threads of this warpgroup have written
-  if (threadIdx.x % 128 == 0 && first_row < a.seq_q) {
-    for (int panel = 0; panel < C::kPanels; ++panel)
-      tma_store_4d(&maps.o, my_rows + panel * C::kBlockM * C::kRowBytes, panel * C::kPanelCols,
-                   first_row, head, batch);
-    tma_store_commit();
-    tma_store_wait_read();  // shared memory must outlive the copy's reads
+  named_barrier_sync(1 + consumer, 128);  // all 128 threads of this warpgroup have written
+  if (threadIdx.x % 128 == 0) {
+    if (first_row < a.seq_q) {
+      for (int panel = 0; panel < C::kPanels; ++panel)
+        tma_store_4d(&maps.o, my_rows + panel * C::kBlockM * C::kRowBytes,
+                     panel * C::kPanelCols, first_row, head, batch);
+      tma_store_commit();
+      tma_store_wait_read();  // the copy has read the rows: the next Q may land on them
+    }
+    plan.arrive(q_empty, 0);
+  }
+}
+
+// ---- The kernel ---------------------------------------------------------------------------------
+
+template <class C, class Steps, bool kBf16, bool kCausal>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    hopper_attention_kernel(const __grid_constant__ TensorMaps maps, const KernelArgs a) {
+#if ATTN_M09_DEVICE_CODE
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: every tile must start on such a boundary.
+  const SharedPlan<C> plan{(shared_address(shared_raw) + 1023u) & ~1023u, a.hang};
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The same for all 32 lanes, and the compiler can see it (a shuffle from lane 0): each role
+  // below is then a branch whole warps take, which register reallocation (setmaxnreg) needs.
+  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
+
+  if (threadIdx.x == 0) {
+    asm volatile("st.shared.u32 [%0], 0;" ::"r"(plan.base + C::kFlagOffset) : "memory");
+    mbarrier_init(plan.barrier(q_full), 1);                // the producer's arrive_expect_bytes
+    mbarrier_init(plan.barrier(q_empty), C::kConsumers);   // one arrival per consumer
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(plan.barrier(k_full, s), 1);
+      mbarrier_init(plan.barrier(v_full, s), 1);
+      mbarrier_init(plan.barrier(k_empty, s), 4 * C::kConsumers);  // one arrival per consumer warp
+      mbarrier_init(plan.barrier(v_empty, s), 4 * C::kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  // A persistent grid: one block per SM walks the work tiles blockIdx.x, + gridDim.x, ...
+  // The query-block index is the slowest-moving part of the work index and runs backwards, so
+  // with the causal mask the longest work tiles come first and the short ones fill the end.
+  // While the consumers finish a work tile (the output), the producer already loads the next
+  // one's K and V.
+  const int bh_count = a.batch * a.heads;
+  auto decode = [&](int work, int& m_block, int& head, int& batch) {
+    m_block = a.m_blocks - 1 - work / bh_count;
+    const int bh = work % bh_count;
+    head = bh % a.heads;
+    batch = bh / a.heads;
+  };
+
+  if (warpgroup == 0) {
+    // The producer: one thread issues every copy; the warpgroup gives most of its registers to
+    // the consumers.
+    registers_release<C::kProducerRegisters>();
+    if (warp == 0 && lane == 0) {
+      int kv_count = 0;
+      uint32_t fill = 0;
+      for (int work = blockIdx.x; work < a.work_tiles; work += gridDim.x, ++fill) {
+        int m_block, head, batch;
+        decode(work, m_block, head, batch);
+        const int kv_head = head / (a.heads / a.kv_heads);
+        const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
+        plan.wait(q_empty, 0, (fill & 1) ^ 1);  // both consumers have stored the last output
+        if (plan.gave_up()) break;
+        Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
+        for (int j = 0; j < tiles && !plan.gave_up(); ++j)
+          Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
+                              j * C::kBlockN, kv_head, batch);
+        kv_count += tiles;
+      }
+      // After a wait gave up, copies may still be in flight: keep the block alive until they
+      // have landed (a block's shared memory is freed when its last thread exits).
+      if (plan.gave_up()) {
+        const uint64_t until = global_timer_ns() + 2 * kHangCheckNs;
+        while (global_timer_ns() < until) {
+        }
+      }
+    }
+  } else {
+    registers_claim<C::kConsumerRegisters>();
+    int kv_count = 0;
+    uint32_t fill = 0;
+    for (int work = blockIdx.x; work < a.work_tiles; work += gridDim.x, ++fill) {
+      int m_block, head, batch;
+      decode(work, m_block, head, batch);
+      const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
+      consumer_work_tile<C, Steps, kBf16, kCausal>(maps, a, plan, warpgroup - 1, m_block, head,
+                                                   batch, tiles, kv_count, fill & 1);
+      kv_count += tiles;
+    }
   }
 #endif
 }
@@ -426,9 +593,17 @@ inline std::string hang_report() {
          std::to_string(r->block) + " waited more than 10 s on the " +
          barrier_name(r->barrier) + " barrier of slot " + std::to_string(r->slot) +
          " for phase parity " + std::to_string(r->phase) +
-         " and stopped the kernel: the barrier never completed (a wrong phase bit, an "
-         "arrive_expect_bytes count that differs from the bytes the copies bring, or a "
-         "missing arrive)";
+         " and gave up, so the kernel ended with a wrong output: the barrier never completed "
+         "(a wrong phase bit, an arrive_expect_bytes count that differs from the bytes the "
+         "copies bring, or a missing arrive)";
+}
+
+// The number of SMs of the current device (asked once per device).
+inline int multiprocessor_count() {
+  int device = 0, count = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  return count > 0 ? count : 1;
 }
 
 // Whether this build carries sm_90a code for module 09 (a build for other GPUs compiles the
@@ -501,10 +676,17 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   a.scale_log2 = p.softmax_scale() * device::kLog2e;
   a.hang = hang_report_buffer();
   if (!a.hang) return Status::error("module 09: cannot allocate the mapped hang-report buffer");
-  const int64_t blocks = static_cast<int64_t>(a.m_blocks) * p.heads * p.batch;
-  if (blocks > 0x7fffffff)
-    return Status::error("module 09: " + std::to_string(blocks) +
-                         " thread blocks exceed the grid's 2^31-1 limit");
+  if (a.hang->hung) *a.hang = HangReport{};  // an earlier launch's report has been read by now
+  const int64_t work = static_cast<int64_t>(a.m_blocks) * p.heads * p.batch;
+  if (work > 0x7fffffff)
+    return Status::error("module 09: " + std::to_string(work) +
+                         " work tiles exceed the 2^31-1 this kernel counts with int");
+  a.work_tiles = static_cast<int>(work);
+  // Persistent: one block per SM (the shared memory and registers allow no more), each walking
+  // the work tiles.
+  const int blocks = C::kPersistent
+                         ? static_cast<int>(std::min<int64_t>(work, multiprocessor_count()))
+                         : a.work_tiles;
   auto kernel = hopper_attention_kernel<C, Steps, kBf16, kCausal>;
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            C::kSharedBytes);
@@ -512,35 +694,54 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
     return Status::error(std::string("module 09: cannot give the kernel ") +
                          std::to_string(C::kSharedBytes) + " bytes of shared memory: " +
                          cudaGetErrorString(e));
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSharedBytes, stream>>>(maps, a);
+  kernel<<<blocks, C::kThreads, C::kSharedBytes, stream>>>(maps, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return Status::error(std::string("module 09: launch failed: ") + cudaGetErrorString(e));
   return Status::ok();
 }
 
-// forward() of exercise and solution: checks, then the configuration for this head_dim, dtype
-// and mask.
-template <class Steps>
-Status launch(const Problem& p, const void* q, const void* k, const void* v, void* o,
-              cudaStream_t stream) {
+// Checks, then the configuration for this head_dim (C64 or C128; C64Causal, C128Causal with
+// the causal mask), dtype and mask.
+template <class Steps, class C64, class C128, class C64Causal = C64, class C128Causal = C128>
+Status launch_with(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                   cudaStream_t stream) {
   if (Status s = check_device_and_build(); !s) return s;
   if (!tma_compatible(q, p.q) || !tma_compatible(k, p.k) || !tma_compatible(v, p.v) ||
       !tma_compatible(o, p.o))
     return Status::error("module 09 loads tiles with TMA, which needs every row to start on a "
                          "16-byte boundary (aligned base pointers and strides that are "
                          "multiples of 8 elements); module 07 runs this layout");
-  auto run = [&](auto config, auto bf16, auto causal) {
-    return launch_config<decltype(config), Steps, decltype(bf16)::value, decltype(causal)::value>(
-        p, q, k, v, o, stream);
+  auto run = [&](auto config, auto causal) {
+    using C = decltype(config);
+    constexpr bool kCausal = decltype(causal)::value;
+    return p.dtype == DType::bf16
+               ? launch_config<C, Steps, true, kCausal>(p, q, k, v, o, stream)
+               : launch_config<C, Steps, false, kCausal>(p, q, k, v, o, stream);
   };
-  auto by_mask = [&](auto config, auto bf16) {
-    return p.causal ? run(config, bf16, std::true_type{}) : run(config, bf16, std::false_type{});
-  };
-  auto by_dtype = [&](auto config) {
-    return p.dtype == DType::bf16 ? by_mask(config, std::true_type{})
-                                  : by_mask(config, std::false_type{});
-  };
-  return p.head_dim == 64 ? by_dtype(Config<64>{}) : by_dtype(Config<128>{});
+  if (p.causal)
+    return p.head_dim == 64 ? run(C64Causal{}, std::true_type{}) : run(C128Causal{}, std::true_type{});
+  return p.head_dim == 64 ? run(C64{}, std::false_type{}) : run(C128{}, std::false_type{});
+}
+
+// The production configurations (bench/09_hopper measures them beside the alternatives):
+// d = 64 with three consumer warpgroups (192 query rows per block: the softmax, not the
+// tensor cores, limits d = 64, and a third warpgroup adds softmax throughput), d = 128 with
+// wider K/V tiles (fewer barrier round trips and rescales per key).
+// With the causal mask the work tiles differ in length, and the hardware's own block scheduler
+// (a new block starts as soon as an SM frees up) balances them better than the persistent
+// grid's fixed round robin: causal runs one block per work tile.
+constexpr bool kPersistentGrid = true, kBlockPerTile = false;
+using Production64 = Config<64, 128, 3, Schedule::pingpong, 2, kPersistentGrid>;
+using Production64Causal = Config<64, 128, 3, Schedule::pingpong, 2, kBlockPerTile>;
+using Production128 = Config<128, 176, 2, Schedule::pingpong, 2, kPersistentGrid>;
+using Production128Causal = Config<128, 192, 2, Schedule::pingpong, 2, kBlockPerTile>;
+
+// forward() of exercise and solution.
+template <class Steps>
+Status launch(const Problem& p, const void* q, const void* k, const void* v, void* o,
+              cudaStream_t stream) {
+  return launch_with<Steps, Production64, Production128, Production64Causal, Production128Causal>(
+      p, q, k, v, o, stream);
 }
 
 }  // namespace attn::m09

@@ -62,8 +62,8 @@ __device__ inline uint64_t global_timer_ns() {
   return t;
 }
 
-// What a stuck wait leaves behind for the host (in mapped host memory, readable after the
-// trap has ended the kernel): see HangReport in hopper_kernel.cuh.
+// What a stuck wait leaves behind for the host, in mapped host memory (hang_report() in
+// hopper_kernel.cuh reads it).
 struct HangReport {
   int hung;        // 1 once some thread gave up
   int block;       // blockIdx.x of that thread
@@ -75,19 +75,31 @@ struct HangReport {
 
 // A wait that cannot hang the machine: a barrier that has not completed after kHangNs is a bug
 // (a wrong phase bit, an expect_tx byte count that differs from what the copies bring, a
-// missing arrive), so the thread writes down which barrier and stops the kernel with a trap.
-// The launch then fails ("unspecified launch failure") and the grader prints the report.
-// (No printf here: a function call inside the consumers' loop would make the compiler
-// serialise every wgmma.)
+// missing arrive). The thread writes down which barrier and stops waiting; every other wait
+// of the kernel then gives up too (it sees report->hung), so the kernel ends within moments,
+// with a wrong output, and the host reads the report (hang_report() in hopper_kernel.cuh).
+// Why not __trap()? A trap makes the compiler keep the kernel's entry register budget in the
+// consumers (no setmaxnreg), which costs the overlap of the two products.
 constexpr uint64_t kHangNs = 10ull * 1000 * 1000 * 1000;
+constexpr uint64_t kHangCheckNs = 1000 * 1000;  // look at report->hung once a millisecond
 
+// `gave_up` is a shared-memory word the block reads to stop issuing copies once a wait has
+// given up (copies still in flight when the block exits would write to freed shared memory).
 __device__ inline void mbarrier_wait(uint32_t bar, uint32_t phase, HangReport* report,
-                                     int barrier, int slot) {
+                                     int barrier, int slot, uint32_t gave_up) {
   if (mbarrier_try_wait(bar, phase)) return;
   const uint64_t start = global_timer_ns();
+  uint64_t next_check = start + kHangCheckNs;
   while (!mbarrier_try_wait(bar, phase)) {
-    if (global_timer_ns() - start > kHangNs) {
-      volatile HangReport* r = report;
+    const uint64_t now = global_timer_ns();
+    if (now < next_check) continue;
+    next_check = now + kHangCheckNs;
+    volatile HangReport* r = report;
+    if (r->hung) {  // another thread has already reported: stop waiting
+      asm volatile("st.shared.u32 [%0], 1;" ::"r"(gave_up) : "memory");
+      return;
+    }
+    if (now - start > kHangNs) {
       r->block = static_cast<int>(blockIdx.x);
       r->thread = static_cast<int>(threadIdx.x);
       r->barrier = barrier;
@@ -96,7 +108,8 @@ __device__ inline void mbarrier_wait(uint32_t bar, uint32_t phase, HangReport* r
       __threadfence_system();
       r->hung = 1;
       __threadfence_system();
-      __trap();
+      asm volatile("st.shared.u32 [%0], 1;" ::"r"(gave_up) : "memory");
+      return;
     }
   }
 }

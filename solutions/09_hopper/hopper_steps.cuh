@@ -10,7 +10,8 @@ namespace attn::m09::ATTN_IMPL {
 struct HopperSteps {
   // ---- The barrier protocol ----
 
-  // Producer: Q once. One arrival that announces the tile's bytes, then one copy per panel.
+  // Producer: the work tile's Q (the kernel has waited for q_empty). One arrival that announces
+  // the tile's bytes, then one copy per panel.
   template <class Plan>
   __device__ static void load_q(const Plan& plan, const CUtensorMap* q_map, int first_row,
                                 int head, int batch) {
@@ -44,8 +45,8 @@ struct HopperSteps {
   }
 
   template <class Plan>
-  __device__ static void wait_q(const Plan& plan) {
-    plan.wait(q_full, 0, 0);
+  __device__ static void wait_q(const Plan& plan, uint32_t phase) {
+    plan.wait(q_full, 0, phase);
   }
   template <class Plan>
   __device__ static void wait_k(const Plan& plan, RingPosition ring) {
@@ -72,7 +73,7 @@ struct HopperSteps {
   // K-major: LBO is unused with the swizzle (16), SBO = 1024 bytes from one 8-row atom to
   // the next.
   template <class C, bool kBf16>
-  __device__ static void scores(float (&s)[C::kBlockN / 2], uint32_t q_rows, uint32_t k_tile) {
+  __device__ static void issue_scores(float (&s)[C::kBlockN / 2], uint32_t q_rows, uint32_t k_tile) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
@@ -83,16 +84,14 @@ struct HopperSteps {
           matrix_descriptor(k_tile + panel * C::kBlockN * C::kRowBytes + step, 16, 1024);
       Wgmma<C::kBlockN>::template a_smem<kBf16>(s, a, b, kk > 0 ? 1 : 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(s);
+    wgmma_commit();  // the kernel decides when to wait for the group
   }
 
   // O (64 x kHeadDim) += P (64 x kBlockN, registers) V (kBlockN x kHeadDim). V is stored with
   // head_dim contiguous, i.e. N-major for this product: LBO = bytes from one 64-column panel to
   // the next, SBO = 1024 bytes from 8 keys to the next 8; each k16 step is 16 rows further.
   template <class C, bool kBf16>
-  __device__ static void accumulate_pv(float (&o)[C::kHeadDim / 2],
+  __device__ static void issue_pv(float (&o)[C::kHeadDim / 2],
                                        const uint32_t (&p)[C::kBlockN / 16][4], uint32_t v_tile) {
     wgmma_fence();
 #pragma unroll
@@ -102,8 +101,6 @@ struct HopperSteps {
       Wgmma<C::kHeadDim>::template a_regs_b_n_major<kBf16>(o, p[kk], b, 1);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(o);
   }
 };
 

@@ -1,0 +1,273 @@
+// Module 09 benchmark (program bench_09): the README's ladder, one rung per row, measured on
+// the same shapes in one run. Every rung is first checked against the double reference on
+// small odd shapes (its "check" column is the worst relative L2 error), then timed.
+//
+//   bench_09 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
+//
+// Rungs (README, section 5), each a Config<head_dim, keys per tile, consumer warpgroups,
+// schedule, ring slots, persistent> of modules/09_hopper/hopper_kernel.cuh with the solution's
+// steps:
+//   serial        wgmma + TMA + a producer warpgroup and two consumers; each consumer waits
+//                 for S, does the softmax, then issues P V and waits for it; one block per
+//                 work tile
+//   overlap       + S of the next tile issued with P V of this one; softmax under P V
+//   pingpong      + the two consumers take turns to issue their products
+//   persistent    + one block per SM walks the work tiles
+//   three_wg_n176 + d = 64: three consumer warpgroups; d = 128: 176-key tiles
+//   three_wg_n192 the same with 192-key tiles at d = 128
+//   stages3       three ring slots instead of two
+//   serial_wide   the tile shapes of three_wg_n176 with the serial schedule
+//   forward       the solution's forward(): its production configurations
+// Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
+// and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
+// median of --iters runs (common/timing.h).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/bench_json.h"
+#include "common/compare.h"
+#include "common/device.h"
+#include "common/problem.h"
+#include "common/registry.h"
+#include "common/runner.h"
+#include "common/timing.h"
+
+// The solution's steps, instantiated here with the ladder's configurations. The build
+// compiles this program with ATTN_IMPL=ladder, so its kernels are apart from the solution's
+// own, whose forward() is linked in from m09_solution and declared below.
+#include "modules/09_hopper/hopper.h"
+#include "solutions/09_hopper/hopper_steps.cuh"
+
+namespace attn::m09::solution {
+Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+               cudaStream_t stream);
+}
+
+namespace {
+
+using namespace attn;
+using m09::Config;
+using m09::Schedule;
+
+template <class C64, class C128>
+Status run_rung(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                cudaStream_t stream) {
+  if (Status s = m09::supports(p); !s) return s;
+  return m09::launch_with<m09::ladder::HopperSteps, C64, C128>(p, q, k, v, o, stream);
+}
+
+Status run_forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                   cudaStream_t stream) {
+  return m09::solution::forward(p, q, k, v, o, stream);
+}
+
+struct Rung {
+  const char* name;
+  Forward16Fn forward;
+};
+
+constexpr Schedule kSerial = Schedule::serial, kOverlap = Schedule::overlap,
+                   kPingpong = Schedule::pingpong;
+constexpr bool kOneTilePerBlock = false;
+const Rung kRungs[] = {
+    // The ladder: one block per work tile, 128-key tiles, two consumers.
+    {"serial", run_rung<Config<64, 128, 2, kSerial, 2, kOneTilePerBlock>,
+                        Config<128, 128, 2, kSerial, 2, kOneTilePerBlock>>},
+    {"overlap", run_rung<Config<64, 128, 2, kOverlap, 2, kOneTilePerBlock>,
+                         Config<128, 128, 2, kOverlap, 2, kOneTilePerBlock>>},
+    {"pingpong", run_rung<Config<64, 128, 2, kPingpong, 2, kOneTilePerBlock>,
+                          Config<128, 128, 2, kPingpong, 2, kOneTilePerBlock>>},
+    {"persistent", run_rung<Config<64, 128, 2, kPingpong>, Config<128, 128, 2, kPingpong>>},
+    // Tile shapes: three consumers at d = 64, wider K/V tiles at d = 128.
+    {"three_wg_n176", run_rung<Config<64, 128, 3, kPingpong>, Config<128, 176, 2, kPingpong>>},
+    {"three_wg_n192", run_rung<Config<64, 128, 3, kPingpong>, Config<128, 192, 2, kPingpong>>},
+    {"stages3", run_rung<Config<64, 128, 3, kPingpong, 3>, Config<128, 128, 2, kPingpong, 3>>},
+    {"serial_wide", run_rung<Config<64, 128, 3, kSerial>, Config<128, 176, 2, kSerial>>},
+    {"forward", run_forward},
+};
+
+// A deliberately broken protocol for --hang-check: the K tile's full barrier is told to expect
+// 16 bytes more than the copies bring, so it never completes and the consumers' wait on it must
+// give up and report (hopper_ptx.cuh, mbarrier_wait).
+struct WrongByteCountSteps : m09::ladder::HopperSteps {
+  template <class Plan>
+  __device__ static void load_kv_tile(const Plan& plan, const CUtensorMap* k_map,
+                                      const CUtensorMap* v_map, m09::RingPosition ring,
+                                      int first_key, int kv_head, int batch) {
+    using C = typename Plan::Config;
+    plan.wait(m09::k_empty, ring.slot, ring.phase ^ 1);
+    plan.arrive_expect_bytes(m09::k_full, ring.slot, C::kKVBytes + 16);
+    for (int panel = 0; panel < C::kPanels; ++panel)
+      m09::tma_load_4d(plan.k(ring.slot) + panel * C::kBlockN * C::kRowBytes, k_map,
+                       plan.barrier(m09::k_full, ring.slot), panel * C::kPanelCols, first_key,
+                       kv_head, batch);
+    (void)v_map;
+  }
+};
+
+Status run_wrong_byte_count(const Problem& p, const void* q, const void* k, const void* v,
+                            void* o, cudaStream_t stream) {
+  if (Status s = m09::supports(p); !s) return s;
+  return m09::launch<WrongByteCountSteps>(p, q, k, v, o, stream);
+}
+
+// Runs the broken protocol once and reports what the kernel said and how long it took.
+int hang_check() {
+  Problem p = Problem::make(1, 2, 300, 300, 64);
+  p.dtype = DType::bf16;
+  const Kernel kern{9, "wrong_byte_count", "", Backend::gpu, Impl::solution, m09::supports,
+                    nullptr, run_wrong_byte_count};
+  const auto start = std::chrono::steady_clock::now();
+  const CheckResult r = check_kernel(kern, p, random_inputs(p, 5));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string report = m09::hang_report();
+  std::printf("hang check: %.1f s, output %s, report: %s\n", seconds,
+              r.passed() ? "PASSED (unexpected)" : "wrong (expected)",
+              report.empty() ? "(none)" : report.c_str());
+  const cudaError_t after = cudaDeviceSynchronize();
+  std::printf("hang check: device afterwards: %s\n", cudaGetErrorString(after));
+  return !report.empty() && !r.passed() && after == cudaSuccess ? 0 : 1;
+}
+
+struct Row {
+  std::string rung, status;
+  Problem p;
+  double median_ms = 0, tflops = 0, check = 0;
+};
+
+Kernel as_kernel(const Rung& rung) {
+  return Kernel{9, rung.name, "", Backend::gpu, Impl::solution, m09::supports, nullptr,
+                rung.forward};
+}
+
+// Worst relative L2 error over small shapes that take every path (partial tiles, the causal
+// diagonal, seq_q != seq_k, GQA, BSHD); -1 and the reason in `status` when a check fails.
+double check_rung(const Rung& rung, DType t, std::string& status) {
+  const Kernel kern = as_kernel(rung);
+  double worst = 0;
+  for (Problem p : {Problem::make(1, 2, 1000, 777, 128), Problem::make(2, 3, 65, 129, 64, true),
+                    Problem::make(1, 2, 513, 1000, 64), Problem::make(1, 2, 300, 100, 128, true),
+                    Problem::make(1, 4, 200, 300, 64, true, Layout::BSHD, 2)}) {
+    p.dtype = t;
+    const CheckResult r = check_kernel(kern, p, random_inputs(p, 7 + p.seq_q));
+    if (!r.passed()) {
+      status = "check failed on " + p.describe() + ": " +
+               (r.status ? r.comparison.summary() : r.status.message());
+      return -1;
+    }
+    worst = std::max(worst, r.comparison.rel_l2_error);
+  }
+  return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Module 09 ladder benchmark: each rung checked, then timed"};
+  bool quick = false;
+  int iters = 10;
+  std::string json_path, dtype_text = "bf16";
+  app.add_flag("--quick", quick, "N = 2048 instead of 8192");
+  app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
+  app.add_option("--json", json_path, "write the rows as JSON (schema attn-ladder09/1)");
+  app.add_option("--dtype", dtype_text, "bf16 (default) or f16");
+  bool hang = false;
+  app.add_flag("--hang-check", hang,
+               "run a kernel whose barrier never completes: it must give up and report");
+  CLI11_PARSE(app, argc, argv);
+  if (hang) return hang_check();
+  DType t;
+  if (!parse_dtype(dtype_text, &t) || t == DType::f32) {
+    std::cerr << "error: --dtype must be bf16 or f16 (got '" << dtype_text << "')\n";
+    return 2;
+  }
+  if (cuda_device_count() == 0) {
+    std::cerr << "error: no GPU: " << no_device_reason() << "\n";
+    return 1;
+  }
+  const DeviceInfo dev = query_device();
+  std::cout << dev.summary() << "\n";
+
+  const int n = quick ? 2048 : 8192;
+  std::vector<Problem> shapes;
+  for (bool causal : {false, true})
+    for (auto [heads, d] : {std::pair{32, 64}, {16, 128}}) {
+      Problem p = Problem::make(16384 / n, heads, n, n, d, causal);
+      p.dtype = t;
+      shapes.push_back(p);
+    }
+
+  std::vector<Row> rows;
+  for (const Rung& rung : kRungs) {
+    std::string status = "ok";
+    const double check = check_rung(rung, t, status);
+    for (const Problem& p : shapes) {
+      Row row{rung.name, status, p, 0, 0, check};
+      if (check >= 0) {
+        try {
+          const Kernel kern = as_kernel(rung);
+          DeviceTensors tensors(p, random_inputs(p, 99));  // uploaded as p.dtype
+          const Timing tm = time_on_stream(
+              [&](cudaStream_t s) {
+                const Status st = tensors.forward(kern, s);
+                if (!st) throw std::runtime_error(st.message());
+              },
+              2, iters);
+          row.median_ms = tm.median_ms;
+          row.tflops = attention_flops(p) / (tm.median_ms * 1e9);
+        } catch (const std::exception& e) {
+          row.status = e.what();
+        }
+      }
+      std::printf("%-12s %-44s %9.3f ms %7.1f TFLOP/s  check %.1e  %s\n", rung.name,
+                  p.describe().c_str(), row.median_ms, row.tflops, row.check,
+                  row.status == "ok" ? "" : row.status.c_str());
+      rows.push_back(row);
+    }
+  }
+
+  // The short table: TFLOP/s per rung and shape.
+  std::printf("\n%-12s", "rung");
+  for (const Problem& p : shapes)
+    std::printf(" %14s", ("d" + std::to_string(p.head_dim) + (p.causal ? " causal" : "")).c_str());
+  std::printf("\n");
+  for (size_t i = 0; i < rows.size(); i += shapes.size()) {
+    std::printf("%-12s", rows[i].rung.c_str());
+    for (size_t j = 0; j < shapes.size(); ++j) std::printf(" %14.1f", rows[i + j].tflops);
+    std::printf("\n");
+  }
+
+  if (!json_path.empty()) {
+    json::Object method;
+    method.add("timing", "CUDA events per run, median").add("runs_before_timed", 2)
+        .add("iterations", iters)
+        .add("check", "worst relative L2 error vs the double reference on 5 small shapes");
+    std::vector<json::Object> json_rows;
+    for (const Row& r : rows) {
+      json::Object row;
+      row.add("rung", r.rung).add("dtype", dtype_name(r.p.dtype)).add("batch", r.p.batch)
+          .add("heads", r.p.heads).add("seq", r.p.seq_q).add("head_dim", r.p.head_dim)
+          .add("causal", r.p.causal).add("median_ms", r.median_ms).add("tflops", r.tflops)
+          .add("check_rel_l2", r.check).add("status", r.status == "ok" ? "ok" : "error");
+      json_rows.push_back(row);
+    }
+    json::Document doc("attn-ladder09/1");
+    doc.field("device", json::device(dev)).field("method", method).list("rows", json_rows);
+    if (Status s = doc.write(json_path); !s) {
+      std::cerr << "error: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << json_path << "\n";
+  }
+  for (const Row& r : rows)
+    if (r.status != "ok") return 1;
+  return 0;
+}
