@@ -1,0 +1,50 @@
+// Module 09: attention the way Hopper (sm_90a) runs it. fp16 or bf16 Q, K, V and O in
+// memory, fp32 accumulators and softmax statistics inside, as in module 07; what changes is
+// how the work reaches the tensor cores:
+//   - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile, operands
+//     read straight from shared memory through 64-bit matrix descriptors;
+//   - TMA (cp.async.bulk.tensor): one thread copies a whole 2-D tile from a tensor map, and
+//     the copy engine signals an mbarrier when the bytes have landed;
+//   - warp specialization: a producer warp only issues copies, two consumer warpgroups only
+//     compute, and full/empty barriers hand the K/V ring stages between them.
+// The exercise (exercise.cu) and the solution (solutions/09_hopper/solution.cu) implement the
+// parts that carry these ideas (HopperSteps in hopper_kernel.cuh); the grader
+// (tests/test_09_hopper.cpp) checks either.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/problem.h"
+#include "common/status.h"
+
+namespace attn::m09 {
+
+// What this module's forward() handles. Shared by exercise and solution (given, not a TODO).
+// The GPU (compute capability 9.x) and the 16-byte alignment of the tensors are checked by
+// forward(), which sees the device and the pointers.
+inline Status supports(const Problem& p) {
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return Status::error("module 09 runs on Hopper's tensor cores and takes f16 or bf16 "
+                         "tensors (--dtype bf16 or --dtype f16), not " +
+                         std::string(dtype_name(p.dtype)));
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return Status::error("module 09 supports head_dim 64 or 128 (its shared-memory tiles are "
+                         "whole 128-byte swizzle panels); got " + std::to_string(p.head_dim) +
+                         ": run module 07 for other head dims");
+  return Status::ok();
+}
+
+// ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).
+namespace ATTN_IMPL {
+
+// Launches the kernel on `stream`. q, k, v, o are device pointers to p.dtype elements
+// (__half for f16, __nv_bfloat16 for bf16) laid out as p's strides say. Refuses (an error
+// Status, nothing launched) on a GPU that is not compute capability 9.x, on a build without
+// the sm_90a target, and on tensors whose rows are not 16-byte aligned (TMA's rule).
+Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+               cudaStream_t stream);
+
+}  // namespace ATTN_IMPL
+}  // namespace attn::m09

@@ -1,0 +1,195 @@
+// The Hopper instructions module 09 uses, one small wrapper each, with the PTX in the open so
+// the lesson and the SASS (HGMMA, UTMALDG, SYNCS) can be read side by side with it.
+//   mbarrier.*              a 64-bit barrier object in shared memory: a count of arrivals and
+//                           a count of bytes still expected from the copy engine (tx-count);
+//                           it completes a phase when both reach zero, and the phase bit flips.
+//   cp.async.bulk.tensor.*  TMA: one thread asks the copy engine for a whole tile.
+//   wgmma.*                 fences and groups around the asynchronous warpgroup MMA.
+//   setmaxnreg              moves registers between warpgroups.
+// Everything here needs sm_90 (setmaxnreg and wgmma need sm_90a); hopper_kernel.cuh only
+// compiles these bodies for that target.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::m09 {
+
+__device__ inline uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// ---- mbarrier --------------------------------------------------------------------------------
+
+// `arrivals` threads must arrive (plus the expected bytes land) for each phase to complete.
+__device__ inline void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+
+// Makes the initialised barriers visible to the copy engine (the async proxy) and the other
+// threads; a __syncthreads() must follow.
+__device__ inline void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// One arrival that also announces `bytes` more to come from the copy engine in this phase.
+__device__ inline void mbarrier_arrive_expect_bytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ inline void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// True once the phase with parity `phase` has completed. The barrier starts in phase 0; waiting
+// on parity 1 of a fresh barrier returns at once (the phase "before" phase 0 counts as done),
+// which is how a producer's first wait on an empty slot passes.
+__device__ inline bool mbarrier_try_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(phase)
+      : "memory");
+  return done != 0;
+}
+
+__device__ inline uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// What a stuck wait leaves behind for the host (in mapped host memory, readable after the
+// trap has ended the kernel): see HangReport in hopper_kernel.cuh.
+struct HangReport {
+  int hung;        // 1 once some thread gave up
+  int block;       // blockIdx.x of that thread
+  int thread;      // threadIdx.x
+  int barrier;     // which barrier (Barrier in hopper_kernel.cuh)
+  int slot;        // ring slot (0 for Q)
+  unsigned phase;  // the parity it waited for
+};
+
+// A wait that cannot hang the machine: a barrier that has not completed after kHangNs is a bug
+// (a wrong phase bit, an expect_tx byte count that differs from what the copies bring, a
+// missing arrive), so the thread writes down which barrier and stops the kernel with a trap.
+// The launch then fails ("unspecified launch failure") and the grader prints the report.
+// (No printf here: a function call inside the consumers' loop would make the compiler
+// serialise every wgmma.)
+constexpr uint64_t kHangNs = 10ull * 1000 * 1000 * 1000;
+
+__device__ inline void mbarrier_wait(uint32_t bar, uint32_t phase, HangReport* report,
+                                     int barrier, int slot) {
+  if (mbarrier_try_wait(bar, phase)) return;
+  const uint64_t start = global_timer_ns();
+  while (!mbarrier_try_wait(bar, phase)) {
+    if (global_timer_ns() - start > kHangNs) {
+      volatile HangReport* r = report;
+      r->block = static_cast<int>(blockIdx.x);
+      r->thread = static_cast<int>(threadIdx.x);
+      r->barrier = barrier;
+      r->slot = slot;
+      r->phase = phase;
+      __threadfence_system();
+      r->hung = 1;
+      __threadfence_system();
+      __trap();
+    }
+  }
+}
+
+// ---- TMA: cp.async.bulk.tensor ---------------------------------------------------------------
+
+// Copies the box at coordinates (c0 = column, c1 = row, c2 = head, c3 = batch) of the 4-D
+// tensor described by `tensor_map` into shared memory at `dst`; the bytes count against the
+// barrier `bar`'s expected tx-count. Rows past the tensor's end arrive as zeros (and still
+// count as bytes).
+__device__ inline void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0,
+                                   int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// The other direction: shared memory at `src` to the box at (c0, c1, c2, c3). Rows past the
+// tensor's end are not written. Completion is tracked per thread with bulk groups.
+__device__ inline void tma_store_4d(const void* tensor_map, uint32_t src, int c0, int c1, int c2,
+                                    int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+          tensor_map),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ inline void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until the stores have finished reading shared memory (so the block may exit).
+__device__ inline void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Ordinary stores to shared memory that the copy engine or the tensor cores read next must be
+// ordered before them: each writing thread fences, then the threads synchronise.
+__device__ inline void fence_shared_for_async_proxy() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---- wgmma groups ------------------------------------------------------------------------------
+
+// Before the first wgmma that reads or writes accumulator registers the threads changed.
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+// Closes the wgmmas issued so far into one group.
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Waits until at most `kPending` groups are still running.
+template <int kPending>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving reads or writes of accumulator registers across the
+// asynchronous MMA (the registers are "in use" by the tensor cores until wgmma_wait).
+template <int kCount>
+__device__ inline void fence_registers(float (&r)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// ---- Matrix descriptors ------------------------------------------------------------------------
+
+// A wgmma operand in shared memory is described by 64 bits:
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading-dimension byte offset >> 4  (LBO)
+//   bits 32-45  stride-dimension byte offset >> 4   (SBO)
+//   bits 62-63  swizzle mode: 1 = 128-byte swizzle
+// With the 128-byte swizzle, an operand is made of 8-row x 128-byte atoms (1024 bytes) whose
+// 16-byte chunks are permuted: chunk c of row r sits at chunk c ^ (r % 8). The TMA writes that
+// same pattern when its tensor map says CU_TENSOR_MAP_SWIZZLE_128B, so the two agree as long
+// as every tile starts on a 1024-byte boundary.
+__device__ inline uint64_t matrix_descriptor(uint32_t address, uint32_t leading_bytes,
+                                             uint32_t stride_bytes) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>(leading_bytes >> 4) << 16) |
+         (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+
+// ---- Registers and barriers between warps ------------------------------------------------------
+
+template <int kRegisters>
+__device__ inline void registers_release() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ inline void registers_claim() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+
+// bar.sync on a named barrier (1..15; 0 is __syncthreads) for `threads` threads.
+__device__ inline void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace attn::m09

@@ -1,0 +1,110 @@
+// Module 09 solution: the parts of the kernel that carry the Hopper ideas (HopperSteps in
+// modules/09_hopper/hopper_kernel.cuh calls them): the producer's copies and the consumers'
+// side of the barrier protocol, and the two products issued as wgmma with their descriptors.
+#pragma once
+
+#include "modules/09_hopper/hopper_kernel.cuh"
+
+namespace attn::m09::ATTN_IMPL {
+
+struct HopperSteps {
+  // ---- The barrier protocol ----
+
+  // Producer: Q once. One arrival that announces the tile's bytes, then one copy per panel.
+  template <class Plan>
+  __device__ static void load_q(const Plan& plan, const CUtensorMap* q_map, int first_row,
+                                int head, int batch) {
+    using C = typename Plan::Config;
+    plan.arrive_expect_bytes(q_full, 0, C::kQBytes);
+    for (int panel = 0; panel < C::kPanels; ++panel)
+      tma_load_4d(plan.q() + panel * C::kBlockM * C::kRowBytes, q_map, plan.barrier(q_full),
+                  panel * C::kPanelCols, first_row, head, batch);
+  }
+
+  // Producer: K and V tile into ring slot ring.slot, once the consumers have emptied it. The
+  // empty barrier's phase for this fill is the one before the full barrier's: ring.phase ^ 1
+  // (the first fill of a slot passes at once).
+  template <class Plan>
+  __device__ static void load_kv_tile(const Plan& plan, const CUtensorMap* k_map,
+                                      const CUtensorMap* v_map, RingPosition ring, int first_key,
+                                      int kv_head, int batch) {
+    using C = typename Plan::Config;
+    plan.wait(k_empty, ring.slot, ring.phase ^ 1);
+    plan.arrive_expect_bytes(k_full, ring.slot, C::kKVBytes);
+    for (int panel = 0; panel < C::kPanels; ++panel)
+      tma_load_4d(plan.k(ring.slot) + panel * C::kBlockN * C::kRowBytes, k_map,
+                  plan.barrier(k_full, ring.slot), panel * C::kPanelCols, first_key, kv_head,
+                  batch);
+    plan.wait(v_empty, ring.slot, ring.phase ^ 1);
+    plan.arrive_expect_bytes(v_full, ring.slot, C::kKVBytes);
+    for (int panel = 0; panel < C::kPanels; ++panel)
+      tma_load_4d(plan.v(ring.slot) + panel * C::kBlockN * C::kRowBytes, v_map,
+                  plan.barrier(v_full, ring.slot), panel * C::kPanelCols, first_key, kv_head,
+                  batch);
+  }
+
+  template <class Plan>
+  __device__ static void wait_q(const Plan& plan) {
+    plan.wait(q_full, 0, 0);
+  }
+  template <class Plan>
+  __device__ static void wait_k(const Plan& plan, RingPosition ring) {
+    plan.wait(k_full, ring.slot, ring.phase);
+  }
+  template <class Plan>
+  __device__ static void wait_v(const Plan& plan, RingPosition ring) {
+    plan.wait(v_full, ring.slot, ring.phase);
+  }
+  // Consumer: one arrival per warp, after the warp's wgmma reads of the slot have completed.
+  template <class Plan>
+  __device__ static void release_k(const Plan& plan, RingPosition ring, int lane) {
+    if (lane == 0) plan.arrive(k_empty, ring.slot);
+  }
+  template <class Plan>
+  __device__ static void release_v(const Plan& plan, RingPosition ring, int lane) {
+    if (lane == 0) plan.arrive(v_empty, ring.slot);
+  }
+
+  // ---- The products ----
+
+  // S (64 x kBlockN) = Q (this warpgroup's 64 rows) K^T: kHeadDim/16 wgmmas, each k16 step 32
+  // bytes further along the 128-byte rows, and a new panel every 4 steps. Both operands are
+  // K-major: LBO is unused with the swizzle (16), SBO = 1024 bytes from one 8-row atom to
+  // the next.
+  template <class C, bool kBf16>
+  __device__ static void scores(float (&s)[C::kBlockN / 2], uint32_t q_rows, uint32_t k_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+      const uint64_t a =
+          matrix_descriptor(q_rows + panel * C::kBlockM * C::kRowBytes + step, 16, 1024);
+      const uint64_t b =
+          matrix_descriptor(k_tile + panel * C::kBlockN * C::kRowBytes + step, 16, 1024);
+      Wgmma<C::kBlockN>::template a_smem<kBf16>(s, a, b, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(s);
+  }
+
+  // O (64 x kHeadDim) += P (64 x kBlockN, registers) V (kBlockN x kHeadDim). V is stored with
+  // head_dim contiguous, i.e. N-major for this product: LBO = bytes from one 64-column panel to
+  // the next, SBO = 1024 bytes from 8 keys to the next 8; each k16 step is 16 rows further.
+  template <class C, bool kBf16>
+  __device__ static void accumulate_pv(float (&o)[C::kHeadDim / 2],
+                                       const uint32_t (&p)[C::kBlockN / 16][4], uint32_t v_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kBlockN / 16; ++kk) {
+      const uint64_t b = matrix_descriptor(v_tile + kk * 16 * C::kRowBytes,
+                                           C::kBlockN * C::kRowBytes, 1024);
+      Wgmma<C::kHeadDim>::template a_regs_b_n_major<kBf16>(o, p[kk], b, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(o);
+  }
+};
+
+}  // namespace attn::m09::ATTN_IMPL

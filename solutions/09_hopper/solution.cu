@@ -1,0 +1,14 @@
+// Module 09 solution: forward() over the solution's steps (hopper_steps.cuh) and the given
+// pipeline of modules/09_hopper/hopper_kernel.cuh.
+#include "modules/09_hopper/hopper.h"
+#include "solutions/09_hopper/hopper_steps.cuh"
+
+namespace attn::m09::ATTN_IMPL {
+
+Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
+               cudaStream_t stream) {
+  if (Status s = supports(p); !s) return s;
+  return launch<HopperSteps>(p, q, k, v, o, stream);
+}
+
+}  // namespace attn::m09::ATTN_IMPL
