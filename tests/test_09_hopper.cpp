@@ -8,7 +8,7 @@
 // for bf16). The shapes aim at what is new here: key lengths that make the K/V ring wrap
 // around many times (every barrier phase flips), tiles that TMA fills past the end of the
 // tensor, query blocks where a consumer warpgroup has no query, more tiles than SMs, and the
-// tensors TMA cannot read (rows not 16-byte aligned), which forward() must refuse in one line.
+// tensors TMA cannot copy (rows not 16-byte aligned), which forward() must refuse in one line.
 //
 // A kernel whose barrier wait never ends stops itself: the waiting thread writes down which
 // barrier it waited on (m09::hang_report() reads it: "module 09: thread 0 of block 3 waited
@@ -174,7 +174,7 @@ bool check_packed(const testing::PackedQkv& c, DType t, const char* section) {
   return testing::check_packed_qkv(kernel(), c, t, lesson(section, t));
 }
 
-// ---- Tensors TMA cannot read: forward() must refuse, launching nothing -----------------------
+// ---- Tensors TMA cannot copy: forward() must refuse, launching nothing -----------------------
 
 // Q, K, V (`shift` elements into their buffers) and a poisoned O; forward16 must return an
 // error of one line that says "aligned", leave O as it was and the GPU without an error.
@@ -196,7 +196,7 @@ void expect_alignment_refusal(const char* what, const Problem& p, int64_t q_shif
   const cudaError_t err = cudaDeviceSynchronize();
   CHECK_MESSAGE(err == cudaSuccess, "the GPU reports " << cudaGetErrorName(err)
                                         << " after forward(): a kernel ran on tensors TMA "
-                                           "cannot read, and faulted");
+                                           "cannot copy, and faulted");
   if (err != cudaSuccess) return;
   CHECK_MESSAGE(!s.is_ok(), "forward() accepted tensors whose rows are not 16-byte aligned: TMA "
                             "cannot copy them, so forward() must refuse (read "
@@ -409,7 +409,8 @@ TEST_CASE("supports f16/bf16, causal, GQA, head_dim 64 and 128; refuses the rest
 }
 
 TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches nothing") {
-  // TMA copies rows whose addresses and strides are multiples of 16 bytes (8 elements).
+  // TMA copies rows whose addresses and strides are multiples of 16 bytes (8 elements), for
+  // Q, K and V into shared memory and for O out of it.
   for (DType t : kDtypes) {
     Problem p = make(1, 2, 70, 100, 64, false, t);
     p.k = {2 * 100 * 68, 100 * 68, 68};  // K rows 136 bytes apart: every other row 8 bytes off
@@ -423,6 +424,10 @@ TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches 
     Problem q_rows = make(1, 2, 70, 100, 64, false, t, Layout::BSHD);
     q_rows.q = {70 * 2 * 68, 68, 2 * 68};  // BSHD Q, tokens 272 bytes apart, heads 136 bytes
     expect_alignment_refusal("Q rows (BSHD)", q_rows, 0, 0, 0);
+
+    Problem o_rows = make(1, 2, 70, 100, 64, false, t);
+    o_rows.o = {2 * 70 * 68, 70 * 68, 68};  // O rows 136 bytes apart: TMA stores O too
+    expect_alignment_refusal("O rows", o_rows, 0, 0, 0);
 
     Problem heads = make(2, 2, 70, 100, 64, false, t);
     heads.k = {2 * (100 * 64 + 4), 100 * 64 + 4, 64};  // K's second head starts 8 bytes off

@@ -176,6 +176,16 @@ test_skip_reasons() {
   expect_contains "$OUT" "1 test program(s) were skipped, not passed: they need a CUDA GPU (check_01)"
 }
 
+# On a GPU that is not a Hopper, module 09's graders are skipped for that reason.
+test_skip_reasons_hopper() {
+  FAKE_GPU=1 FAKE_CC=8.9 FAKE_SKIPS="check_09" course test
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "1 test program(s) were skipped, not passed: they need a Hopper GPU, compute capability 9.x (check_09)"
+  expect_lacks "$OUT" "need a CUDA GPU"
+  FAKE_SKIPS="check_05 check_09" course test
+  expect_contains "$OUT" "2 test program(s) were skipped, not passed: they need a CUDA GPU (check_05 check_09)"
+}
+
 # `course run` exits 1 when the exercise fails, 0 when it passes.
 test_run_exit_code_follows_the_exercise() {
   FAKE_EXERCISE_RC=1 course run 00
