@@ -1,6 +1,8 @@
-# attn_add_module(NN name [LIBS lib...]): builds module NN_name from
+# attn_add_module(NN name [EMULATED] [SM90A] [LIBS lib...]): builds module NN_name from
 #   modules/NN_name/exercise.cu|.cpp + register.cpp   -> object library mNN_exercise
 #   solutions/NN_name/solution.cu|.cpp + register.cpp -> object library mNN_solution
+# (with further.cu|.cpp from the same folder when there is one: the lesson's going-further
+# stubs, and their answers)
 # (the same sources compile with ATTN_IMPL=exercise / solution, so the symbols do not clash),
 # and the grader tests/test_NN_name.cpp against each: grade_NN (exercise), check_NN (solution).
 # A module whose forward() runs on the CPU is labelled `cpu`, the others `gpu`:
@@ -88,8 +90,17 @@ function(attn_add_module number name)
     else()
       message(FATAL_ERROR "attn_add_module(${number} ${name}): no ${base}.cu or .cpp")
     endif()
+    # The going-further exercises of a lesson, when it has a stub file for them: the learner's
+    # modules/NN_name/further.cu|.cpp, the answer solutions/NN_name/further.cu|.cpp.
+    get_filename_component(impl_dir ${base} DIRECTORY)
+    set(further_source)
+    foreach(ext cu cpp)
+      if(EXISTS ${impl_dir}/further.${ext})
+        set(further_source ${impl_dir}/further.${ext})
+      endif()
+    endforeach()
     set(lib m${number}_${impl})
-    add_library(${lib} OBJECT ${impl_source} ${src}/modules/${dir}/register.cpp)
+    add_library(${lib} OBJECT ${impl_source} ${further_source} ${src}/modules/${dir}/register.cpp)
     target_compile_definitions(${lib} PRIVATE ATTN_IMPL=${impl})
     target_link_libraries(${lib} PUBLIC attn_common)
     if(ARG_SM90A)

@@ -88,6 +88,53 @@ def row_dtype(row):
     return DTYPE_NAMES.get(text.lower(), text)
 
 
+# The names the lessons and the README give the kernels, for the legends (the JSON keeps the
+# kernel's registry label, "03_online_softmax/solution"). A kernel not listed keeps its label.
+DISPLAY_NAMES = {
+    "01_naive": "01 naive",
+    "02_smem_tiling": "02 shared-memory tiles",
+    "03_online_softmax": "03 online softmax",
+    "04_causal": "04 causal",
+    "05_batched_gemm": "05 unfused: batched GEMMs + softmax",
+    "06_multi_head": "06 fused multi-head, register-tiled",
+    "07_tensor_cores": "07 tensor cores",
+    "torch_sdpa_efficient": "PyTorch SDPA, memory-efficient",
+    "torch_sdpa_flash": "PyTorch SDPA, FlashAttention-2 backend",
+    "torch_sdpa_math": "PyTorch SDPA, math backend",
+    "torch_sdpa_cudnn": "PyTorch SDPA, cuDNN backend",
+}
+
+# One marker and line style per series, in order, so that series with equal numbers stay
+# visible: a later series is drawn hollow and dashed over an earlier filled one (modules 03
+# and 04 run the same kernel without the mask, and their lines coincide).
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
+LINESTYLES = ["-", "--", "-.", ":"]
+
+
+def display_name(series):
+    """The legend label of a series: "03_online_softmax/solution" -> "03 online softmax";
+    another impl is named ("... (exercise)"); a dtype suffix (" (bf16)") is kept."""
+    base, suffix = series, ""
+    if series.endswith(")") and " (" in series:
+        cut = series.rindex(" (")
+        base, suffix = series[:cut], series[cut:]
+    kernel, _, impl = base.partition("/")
+    if kernel not in DISPLAY_NAMES:
+        return series
+    name = DISPLAY_NAMES[kernel]
+    if impl and impl != "solution":
+        name += f" ({impl})"
+    return name + suffix
+
+
+def series_style(index):
+    """Marker, line style, marker size and fill of the series at `index` of the order."""
+    return {"marker": MARKERS[index % len(MARKERS)],
+            "linestyle": LINESTYLES[index % len(LINESTYLES)],
+            "markersize": 7 if index % 2 == 0 else 9,
+            "fillstyle": "full" if index % 2 == 0 else "none"}
+
+
 def dtypes_of(rows):
     """The dtypes present, fp32 first."""
     found = {row_dtype(r) for r in rows}
@@ -187,7 +234,8 @@ def plot_tflops(groups, order, colors, device, peak, path, note=""):
             seqs.update(s for s, _ in points)
             values = [float(r["tflops"]) for _, r in points]
             largest = max(largest, max(values))
-            ax.plot([s for s, _ in points], values, marker="o", color=colors[kernel], label=kernel)
+            ax.plot([s for s, _ in points], values, color=colors[kernel],
+                    label=display_name(kernel), **series_style(order.index(kernel)))
         title = group_title(key)
         if peak_here and peak_here <= 3 * largest:
             ax.axhline(peak_here, color="gray", linestyle="--", label=f"FP32 peak {peak_here:.1f}")
@@ -196,8 +244,10 @@ def plot_tflops(groups, order, colors, device, peak, path, note=""):
         ax.set_title(title)
         seq_axis(ax, sorted(seqs))
         ax.set_ylabel("TFLOP/s")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize="small")
+        # Headroom above the lines (and the peak) for the legend, so that it hides no point.
+        top = max(largest, peak_here if peak_here and peak_here <= 3 * largest else 0.0)
+        ax.set_ylim(bottom=0, top=1.1 * top + 0.07 * top * (len(by_kernel) + 1))
+        ax.legend(fontsize="small", loc="upper left")
     save(fig, path)
 
 
@@ -214,7 +264,8 @@ def plot_memory(groups, order, colors, device, path, note=""):
             if points:
                 seqs.update(s for s, _ in points)
                 ax.plot([s for s, _ in points], [float(r["device_bytes"]) / 2**30 for _, r in points],
-                        marker="o", color=colors[kernel], label=kernel)
+                        color=colors[kernel], label=display_name(kernel),
+                        **series_style(order.index(kernel)))
         if unfused:
             xs = sorted(unfused)
             seqs.update(xs)
@@ -243,7 +294,7 @@ def plot_speedup(groups, order, colors, device, path, note=""):
                 if row and float(row["median_ms"]) > 0:
                     xs.append(j + (i - (len(kernels) - 1) / 2) * width)
                     ys.append(float(base[s]["median_ms"]) / float(row["median_ms"]))
-            ax.bar(xs, ys, width=width, color=colors[kernel], label=kernel)
+            ax.bar(xs, ys, width=width, color=colors[kernel], label=display_name(kernel))
             tallest = max([tallest] + ys)
         ax.axhline(1.0, color="gray", linewidth=0.8)
         ax.set_yscale("log")
@@ -251,7 +302,7 @@ def plot_speedup(groups, order, colors, device, path, note=""):
         ax.set_xticks(range(len(seqs)))
         ax.set_xticklabels([seq_label(s) for s in seqs])
         ax.set_xlabel("sequence length (seq_q)")
-        ax.set_ylabel(f"speedup over {kernels[0]} (x)")
+        ax.set_ylabel(f"speedup over {display_name(kernels[0])} (x)")
         ax.set_title(group_title(key))
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize="small")

@@ -1,5 +1,6 @@
 // Grader for module 00 (CPU): the stable softmax, the online-softmax update, and attention
 // in one pass with the online recurrence. Built twice: grade_00 (exercise), check_00 (solution).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -171,5 +172,123 @@ TEST_CASE("forward: attention in one pass matches the reference") {
     testing::check_against_reference(kernel, p, o);
     p.scale = 0.5f;
     testing::check_against_reference(kernel, p, o);
+  }
+}
+
+// Going further (lesson 00, section 8): `./course grade 00 --extra`. The learner's stubs are in
+// modules/00_reference/further.cpp; a plain `./course grade 00` leaves this suite out, and the
+// untouched stubs fail it.
+namespace {
+
+const std::string kFurtherLesson = "modules/00_reference/README.md, section 8 (going further)";
+
+// The state of the scores x[begin, end), by two passes in double (empty: max -inf, sum 0).
+OnlineSoftmax state_of(const std::vector<float>& x, size_t begin, size_t end) {
+  OnlineSoftmax s;
+  double m = -INFINITY, sum = 0.0;
+  for (size_t j = begin; j < end; ++j) m = std::max(m, double(x[j]));
+  for (size_t j = begin; j < end; ++j) sum += std::exp(double(x[j]) - m);
+  if (begin < end) s.max = float(m), s.sum = float(sum);
+  return s;
+}
+
+// sum_j exp(x_j - m) * y_j over [begin, end): an accumulator relative to the max m.
+double weighted_sum(const std::vector<float>& x, const std::vector<float>& y, size_t begin,
+                    size_t end, double m) {
+  double acc = 0.0;
+  for (size_t j = begin; j < end; ++j) acc += std::exp(double(x[j]) - m) * y[j];
+  return acc;
+}
+
+// sum_j softmax(x)_j * y_j: what acc / sum must come to.
+double softmax_weighted(const std::vector<float>& x, const std::vector<float>& y) {
+  const std::vector<double> p = softmax_double(x);
+  double want = 0.0;
+  for (size_t j = 0; j < x.size(); ++j) want += p[j] * y[j];
+  return want;
+}
+
+}  // namespace
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: merging two states gives the state of all the keys") {
+    for (int n : {2, 17, 1000}) {
+      std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+      fill_uniform(x, testing::next_seed(), -20.0f, 20.0f);
+      fill_uniform(y, testing::next_seed(), -1.0f, 1.0f);
+      for (size_t split : {size_t(1), size_t(n / 2), size_t(n - 1)}) {
+        OnlineSoftmax a = state_of(x, 0, split);
+        const OnlineSoftmax b = state_of(x, split, x.size());
+        const double acc_a = weighted_sum(x, y, 0, split, a.max);
+        const double acc_b = weighted_sum(x, y, split, x.size(), b.max);
+        const impl::MergeFactors f = impl::online_merge(a, b);
+        const double want_sum = two_pass_sum(x);
+        INFO(n << " scores in [-20, 20) split after " << split << ": want max "
+               << *std::max_element(x.begin(), x.end()) << " sum " << want_sum << ", got max "
+               << a.max << " sum " << a.sum << ", factors " << f.a << ", " << f.b << "; read "
+               << kFurtherLesson);
+        CHECK_MESSAGE(a.max == *std::max_element(x.begin(), x.end()),
+                      "the merged max is the larger of the two maxima");
+        CHECK_MESSAGE(std::fabs(a.sum - want_sum) < 1e-5 * want_sum,
+                      "the merged sum is each side's sum moved onto the merged max, then added");
+        CHECK_MESSAGE(std::fabs((acc_a * f.a + acc_b * f.b) / a.sum - softmax_weighted(x, y)) <
+                          1e-5,
+                      "acc_a * factor.a + acc_b * factor.b, divided by the merged sum, must be "
+                      "the softmax-weighted sum: factor = exp(side's max - merged max)");
+      }
+    }
+  }
+
+  TEST_CASE("extra: merging with an empty state (split-KV: a split that saw no key)") {
+    const std::vector<float> x = {0.5f, 3.0f, -2.0f};
+    const OnlineSoftmax full = state_of(x, 0, x.size()), empty;
+    INFO("an empty state is max = -inf, sum = 0; read " << kFurtherLesson);
+    OnlineSoftmax a = empty;
+    impl::MergeFactors f = impl::online_merge(a, full);
+    CHECK_MESSAGE((a.max == full.max && a.sum == doctest::Approx(full.sum)),
+                  "empty + X must give X");
+    CHECK_MESSAGE((f.a == 0.0f && f.b == doctest::Approx(1.0)),
+                  "empty + X: the factors are 0 for the empty side and 1 for X");
+    a = full;
+    f = impl::online_merge(a, empty);
+    CHECK_MESSAGE((a.max == full.max && a.sum == doctest::Approx(full.sum)),
+                  "X + empty must give X");
+    CHECK_MESSAGE((f.a == doctest::Approx(1.0) && f.b == 0.0f),
+                  "X + empty: the factors are 1 for X and 0 for the empty side");
+    a = empty;
+    f = impl::online_merge(a, empty);
+    CHECK_MESSAGE((a.max == -INFINITY && a.sum == 0.0f),
+                  "empty + empty must stay empty (max -inf, sum 0)");
+    CHECK_MESSAGE((!std::isnan(f.a) && !std::isnan(f.b) && !std::isnan(a.sum)),
+                  "empty + empty: exp(-inf - -inf) is NaN; measure from 0 when the max is -inf");
+  }
+
+  TEST_CASE("extra: one rescale per tile, partial last tiles and rising scores") {
+    for (int tile : {1, 4, 16})
+      for (int n : {1, 17, 65, 1000})
+        for (bool rising : {false, true}) {
+          std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+          fill_uniform(x, testing::next_seed(), -20.0f, 20.0f);
+          fill_uniform(y, testing::next_seed(), -1.0f, 1.0f);
+          if (rising) std::sort(x.begin(), x.end());  // the max moves at every tile
+          OnlineSoftmax state;
+          double acc = 0.0;
+          for (int t0 = 0; t0 < n; t0 += tile) {
+            const int count = std::min(tile, n - t0);
+            const float alpha = impl::online_push_tile(state, x.data() + t0, count);
+            acc = acc * alpha + weighted_sum(x, y, size_t(t0), size_t(t0 + count), state.max);
+          }
+          const double want_sum = two_pass_sum(x);
+          INFO(n << (rising ? " rising" : " random") << " scores in tiles of " << tile
+                 << ": want sum " << want_sum << ", got max " << state.max << " sum "
+                 << state.sum << "; read " << kFurtherLesson);
+          CHECK_MESSAGE(state.max == *std::max_element(x.begin(), x.end()),
+                        "the running max must be the largest score of all tiles so far");
+          CHECK_MESSAGE(std::fabs(state.sum - want_sum) < 1e-5 * want_sum,
+                        "the sum: the old sum times alpha = exp(old max - new max), plus the "
+                        "tile's terms against the NEW max (the tile's max comes first)");
+          CHECK_MESSAGE(std::fabs(acc / state.sum - softmax_weighted(x, y)) < 1e-5,
+                        "acc / sum != sum_j softmax_j * y_j: return alpha = exp(m_old - m_new)");
+        }
   }
 }

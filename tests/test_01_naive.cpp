@@ -1,5 +1,8 @@
 // Grader for module 01 (GPU): the naive kernel, one thread per query.
 // Built twice: grade_01 (exercise), check_01 (solution). Without a GPU it exits 77 (skipped).
+#include <algorithm>
+#include <utility>
+
 #include "modules/01_naive/naive.h"
 #include "tests/support.h"
 
@@ -77,4 +80,51 @@ TEST_CASE("refuses the causal mask with a clear message") {
   const Status s = kernel().supports(p);
   CHECK_FALSE(s.is_ok());
   CHECK(s.message().find("causal") != std::string::npos);
+}
+
+// Going further (lesson 01, section 8): `./course grade 01 --extra`. The learner's stub is in
+// modules/01_naive/further.cu (forward_two_pass); a plain `./course grade 01` leaves this suite
+// out, and the untouched stub fails it (it writes no output).
+namespace {
+const char* kFurther = "modules/01_naive/README.md, section 8 (going further)";
+
+// The module's kernel with forward_two_pass in place of forward.
+const Kernel& two_pass() {
+  static const Kernel k = [] {
+    Kernel two = kernel();
+    two.name = "naive_two_pass";
+    two.forward = attn::m01::ATTN_IMPL::forward_two_pass;
+    return two;
+  }();
+  return k;
+}
+}  // namespace
+
+TEST_SUITE("extra") {
+  TEST_CASE("extra: two passes: lengths around the block size, seq_q != seq_k, head dims") {
+    for (int n : {1, 2, 17, 127, 128, 129, 1000})
+      testing::check_against_reference(two_pass(), Problem::make(1, 2, n, n, 64), lesson(kFurther));
+    for (auto [sq, sk] : {std::pair{1, 1000}, {1000, 1}, {65, 2}})
+      testing::check_against_reference(two_pass(), Problem::make(1, 2, sq, sk, 64),
+                                       lesson(kFurther));
+    for (int d : {1, 59, 128})
+      testing::check_against_reference(two_pass(), Problem::make(2, 3, 65, 70, d),
+                                       lesson(kFurther));
+    testing::check_against_reference(two_pass(),
+                                     Problem::make(2, 4, 65, 33, 64, false, Layout::BSHD),
+                                     lesson(kFurther));
+  }
+
+  TEST_CASE("extra: two passes: the max moves at every key (rising scores), large logits") {
+    // Rising scores: a sum that is not rescaled when the max moves is wrong at every key.
+    for (int sk : {17, 300, 1000}) {
+      const Problem p = Problem::make(1, 2, 40, sk, 64);
+      testing::check_inputs_against_reference(
+          two_pass(), p, testing::rising_inputs(p, testing::next_seed(), std::min(0.05, 24.0 / sk)),
+          lesson(kFurther));
+    }
+    testing::CheckOptions big = lesson(kFurther);
+    big.range = 30.0f;
+    testing::check_against_reference(two_pass(), Problem::make(1, 2, 128, 128, 64), big);
+  }
 }

@@ -12,7 +12,7 @@ how the course was made: no "session", "the issue", "the fifth run", "previous v
 "refactor", "worklog" (except as a link into docs/worklog/, where that history lives).
 docs/results.md is checked too: dated runs of earlier versions go to docs/worklog/results_history.md.
 
-Check 2, measured numbers. Every number that a lesson gives with a unit of measurement
+Check 2, measured numbers. Every number that a lesson (or its NOTES.md) gives with a unit of measurement
 (TFLOP/s, GB/s, TB/s, ms, us/µs, and speedups such as 1.05x or 1.05×), and every number in a
 table column whose header names such a unit, must appear in a committed result file
 (docs/results/*.json, *.txt, *.csv) to the precision printed: "378 TFLOP/s" matches 377.9,
@@ -347,7 +347,7 @@ def lesson_measurements(text):
 def check_numbers(root, skip):
     results = collect_result_numbers(root)
     failures = []
-    for path in sorted(glob.glob(os.path.join(root, "modules", "*", "README.md"))):
+    for path in sorted(glob.glob(os.path.join(root, "modules", "*", "*.md"))):
         rel = os.path.relpath(path, root)
         if rel in skip:
             continue

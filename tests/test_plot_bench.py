@@ -224,6 +224,22 @@ class PlotBenchTest(unittest.TestCase):
         self.assertEqual(plot.kernel_order(bf16), ["07_tensor_cores/solution", "torch_sdpa_flash"])
         self.assertEqual(plot.dtype_note(bf16), " (bf16)")
 
+    def test_legends_use_the_lessons_names(self):
+        # Legends name the kernels as the lessons do; the series keys stay the registry labels.
+        plot = load_script("plot_bench")
+        self.assertEqual(plot.display_name("03_online_softmax/solution"), "03 online softmax")
+        self.assertEqual(plot.display_name("06_multi_head/exercise"),
+                         "06 fused multi-head, register-tiled (exercise)")
+        self.assertEqual(plot.display_name("07_tensor_cores/solution (bf16)"),
+                         "07 tensor cores (bf16)")
+        self.assertEqual(plot.display_name("torch_sdpa_efficient"), "PyTorch SDPA, memory-efficient")
+        self.assertEqual(plot.display_name("my_kernel/solution"), "my_kernel/solution")
+        # Neighbouring series differ in marker, line style and fill, so equal lines stay visible.
+        first, second = plot.series_style(0), plot.series_style(1)
+        self.assertNotEqual(first["marker"], second["marker"])
+        self.assertNotEqual(first["linestyle"], second["linestyle"])
+        self.assertNotEqual(first["fillstyle"], second["fillstyle"])
+
     def test_results_table_rows_per_dtype(self):
         table = os.path.join(SCRIPTS, "results_table.py")
         mixed = self.write("mixed.json", bench_doc(mixed_dtype_rows()))

@@ -199,3 +199,24 @@ TEST_CASE("starters: small, and no given code written twice") {
                             << "included by both");
   }
 }
+
+TEST_CASE("starters: a going-further stub file is small and has its answer beside the solution") {
+  // A lesson whose going-further exercises need code of their own (modules 00 and 01) keeps
+  // their stubs in modules/NN_name/further.cu|.cpp, out of the exercise, and their answers in
+  // solutions/NN_name/further.cu|.cpp (tests/test_NN_name.cpp, suite "extra").
+  const fs::path root = ATTN_SOURCE_DIR;
+  for (const auto& entry : fs::directory_iterator(root / "modules")) {
+    if (!entry.is_directory()) continue;
+    const fs::path stub = source_file(entry.path(), "further");
+    if (!fs::exists(stub)) continue;
+    const fs::path answer = source_file(root / "solutions" / entry.path().filename(), "further");
+    REQUIRE_MESSAGE(fs::exists(answer), stub.string() << " has no answer " << answer.string());
+    const std::string stub_text = read_file(stub);
+    CHECK_MESSAGE(count_lines(stub_text) <= kMaxStarterLines / 2,
+                  stub.string() << " is longer than " << kMaxStarterLines / 2 << " lines");
+    const SharedRun run = first_run_longer_than(code_lines(stub_text),
+                                                code_lines(read_file(answer)), kMaxSharedRun);
+    CHECK_MESSAGE(run.length == 0, stub.string() << " and " << answer.string() << " share "
+                                                 << run.length << " code lines in a row");
+  }
+}

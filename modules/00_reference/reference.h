@@ -50,5 +50,24 @@ float online_push(OnlineSoftmax& state, float score);
 Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,
                cudaStream_t stream);
 
+// Going further (README, section 8; checked by `./course grade 00 --extra`). The stubs are in
+// modules/00_reference/further.cpp, apart from the three functions above.
+
+// 4. Merges state b (scores over one set of keys) into state a (over another, disjoint set),
+//    so that a becomes the state of all of them. Returns the factors that move an
+//    accumulator of a's keys (factor a) and one of b's keys (factor b) onto the merged max:
+//    acc = acc_a * factor.a + acc_b * factor.b. Either state may be empty (max = -inf).
+struct MergeFactors {
+  float a = 1.0f;
+  float b = 1.0f;
+};
+MergeFactors online_merge(OnlineSoftmax& a, const OnlineSoftmax& b);
+
+// 5. Folds a tile of n >= 1 scores into the state with ONE rescale: the tile's max first,
+//    then every term against the new max. Returns the factor for what was accumulated before
+//    the tile, as online_push does; the caller weights key j of the tile by
+//    exp(scores[j] - state.max).
+float online_push_tile(OnlineSoftmax& state, const float* scores, int n);
+
 }  // namespace ATTN_IMPL
 }  // namespace attn::m00

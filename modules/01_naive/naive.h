@@ -27,5 +27,12 @@ namespace ATTN_IMPL {
 Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,
                cudaStream_t stream);
 
+// Going further (README, section 8; checked by `./course grade 01 --extra`): the same attention
+// with TWO passes over the keys, the row's max and sum together in the first (module 00's
+// online softmax, one rescale per key), the output in the second. The stub is in
+// modules/01_naive/further.cu.
+Status forward_two_pass(const Problem& p, const float* q, const float* k, const float* v,
+                        float* o, cudaStream_t stream);
+
 }  // namespace ATTN_IMPL
 }  // namespace attn::m01

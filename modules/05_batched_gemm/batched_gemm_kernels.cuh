@@ -39,7 +39,7 @@
 namespace attn::m05 {
 
 // 3 blocks of 128 threads per SM: <= 168 registers per thread. (With 4, ptxas must fit 128
-// and spills: README, section 3.3.)
+// and spills: modules/05_batched_gemm/NOTES.md, section 4.)
 constexpr int kMinGemmBlocksPerSM = 3;
 constexpr int kThreadsAcrossN = kTileN / kThreadN;  // 8 threads side by side along N
 static_assert(kGemmThreads / 32 * 4 == kTileK, "each warp stages 4 columns of k");

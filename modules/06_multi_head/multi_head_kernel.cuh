@@ -68,7 +68,7 @@ struct Tiling {
   static constexpr int kRowsPerThread = kRowsPerThread_;
   static constexpr int kKeysPerThread = kKeysPerThread_;
   // Shared-memory buffers for K tiles and for V tiles; the copy scheme follows from them
-  // (README, section 3, "The copies"):
+  // (modules/06_multi_head/NOTES.md, section 5):
   //   2 + 2  double-buffered: tile t+1 copied while tile t is computed; 1 barrier per tile.
   //   1 + 1  split: K(t+1) copied during P V of tile t, V(t+1) during the next Q K^T
   //          (FlashAttention-2's order); 4 barriers per tile, half the K/V memory.
@@ -82,7 +82,7 @@ struct Tiling {
   static_assert(kDoubleBuffered || kSplit || kVDouble, "one of the three copy schemes");
   // How many steps of the Q K^T loop (4 columns each) and of the P V loop (4 keys each) the
   // compiler unrolls: more lets it issue the next step's shared reads earlier, but costs
-  // registers (README, section 4, step 5).
+  // registers (docs/worklog/06_multi_head.md, "The steps").
   static constexpr int kQKUnroll = kQKUnroll_;
   static constexpr int kPVUnroll = kPVUnroll_;
   static_assert(kQKUnroll >= 1 && kPVUnroll >= 1, "unroll factors are step counts");
@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, T::kMinBlocks)
       tile_max = device::group_max<kLanes>(tile_max);
       const float m_new = fmaxf(m[i], tile_max);
       // A row that has seen no visible key yet: measure from 0, so alpha = 2^-inf = 0 and
-      // p = 0 instead of -inf - -inf = NaN (module 04, section 4).
+      // p = 0 instead of -inf - -inf = NaN (module 04, section 1).
       const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
       const float alpha = exp2f(m[i] - m_ref);
       m[i] = m_new;

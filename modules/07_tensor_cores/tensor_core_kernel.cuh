@@ -57,8 +57,8 @@ enum class Pipeline { sync, two_stage, fa2 };
 // One kernel configuration. D: the padded head dim (64 or 128; head_dim <= D, the padding
 // columns are zeros). kWarps warps x kRowTiles 16-row tiles each = kQueries queries per
 // block; kKeys keys per K/V tile; kMinBlocks for __launch_bounds__ (caps the registers so that
-// that many blocks fit on an SM). The other options are rungs of the README's ladder
-// (section 5):
+// that many blocks fit on an SM). The other options are rungs of the ladder (README,
+// section 5; modules/07_tensor_cores/NOTES.md, section 7):
 //   kSwizzle        XOR-swizzled shared tiles (else plain rows: 8-way ldmatrix conflicts);
 //   kPipeline       see Pipeline;
 //   kQInRegisters   Q's A fragments loaded once into registers (Q passes through shared
