@@ -1,4 +1,4 @@
-# attn_add_module(NN name [LIBS lib...]): builds module NN_name from
+# attn_add_module(NN name [EMULATED] [SM90A] [LIBS lib...]): builds module NN_name from
 #   modules/NN_name/exercise.cu|.cpp + register.cpp   -> object library mNN_exercise
 #   solutions/NN_name/solution.cu|.cpp + register.cpp -> object library mNN_solution
 # (with further.cu|.cpp from the same folder when there is one: the lesson's going-further
@@ -14,18 +14,67 @@
 #   EMULATED      also build the module for the CPU emulation (cmake/AttnEmulation.cmake):
 #                 grade_NN_cpu / check_NN_cpu, and the module in attn_emu. A CPU module
 #                 (00) is only compiled into attn_emu.
+#   SM90A         the module's kernels use what only Hopper's sm_90a target has (wgmma,
+#                 setmaxnreg): its two object libraries and its graders are compiled for the
+#                 course's architecture list with 90 replaced by 90a ("90-real" by
+#                 "90a-real"), e.g. 75;80;86;89;90 -> 75;80;86;89;90a, which nvcc gets as
+#                 -gencode=arch=compute_90a,code=[compute_90a,sm_90a]. A list without 90
+#                 (a build for sm_80 only) still compiles the module: its kernel code is
+#                 guarded by __CUDA_ARCH_FEAT_SM90_ALL and forward() refuses at run time.
+#                 The graders get ATTN_MODULE_ARCHITECTURES="75,80,86,89,90a" (the list,
+#                 comma-separated), so they can say when a build has no sm_90a code.
+#                 attn_add_module(09 hopper SM90A); attn_sm90a_architectures(var) gives the
+#                 same list to a benchmark that compiles the module's kernels itself.
+# A module folder that holds neither an exercise nor a solution source yet (its interface
+# only) is skipped with one line; one that holds just one of the two is an error.
 # A module's own benchmark or ladder is not built here: bench/CMakeLists.txt has them.
+
+# attn_sm90a_architectures(out): CMAKE_CUDA_ARCHITECTURES with 90 replaced by 90a (keeping a
+# -real or -virtual suffix). sm_90a code runs on compute capability 9.0 only, and its PTX is
+# not forward compatible, so it is compiled exactly where the list asks for Hopper. The
+# special values all, all-major and native are kept as they are (with one line: no sm_90a
+# code then; name the architectures, e.g. -DCMAKE_CUDA_ARCHITECTURES=90).
+function(attn_sm90a_architectures out)
+  set(result "")
+  if(CMAKE_CUDA_ARCHITECTURES MATCHES "^(all|all-major|native)$")
+    set(result "${CMAKE_CUDA_ARCHITECTURES}")
+    message(STATUS "attn: CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES} names no "
+                   "architecture, so the sm_90a modules get no sm_90a code (their kernels "
+                   "refuse to run); give numbers, e.g. -DCMAKE_CUDA_ARCHITECTURES=90")
+  else()
+    foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      if(arch MATCHES "^90(-real|-virtual)?$")
+        list(APPEND result "90a${CMAKE_MATCH_1}")
+      else()
+        list(APPEND result "${arch}")
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES result)
+  endif()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
 function(attn_add_module number name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "EMULATED" "" "LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "EMULATED;SM90A" "" "LIBS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "attn_add_module(${number} ${name}): unknown arguments "
-                        "${ARG_UNPARSED_ARGUMENTS} (expected EMULATED, LIBS lib...)")
+                        "${ARG_UNPARSED_ARGUMENTS} (expected EMULATED, SM90A, LIBS lib...)")
+  endif()
+  set(dir ${number}_${name})
+  set(src ${PROJECT_SOURCE_DIR})
+  file(GLOB _attn_sources ${src}/modules/${dir}/exercise.cu ${src}/modules/${dir}/exercise.cpp
+                          ${src}/solutions/${dir}/solution.cu ${src}/solutions/${dir}/solution.cpp)
+  if(NOT _attn_sources)
+    message(STATUS "attn: module ${dir} has no exercise or solution source yet: not built")
+    return()
   endif()
   if(ARG_EMULATED AND ATTN_EMULATION_SUPPORTED)
     attn_emulate_module(${number} ${name})
   endif()
-  set(dir ${number}_${name})
-  set(src ${PROJECT_SOURCE_DIR})
+  if(ARG_SM90A)
+    attn_sm90a_architectures(sm90a_archs)
+    string(REPLACE ";" "," sm90a_archs_text "${sm90a_archs}")
+  endif()
   foreach(impl exercise solution)
     if(impl STREQUAL "exercise")
       set(base ${src}/modules/${dir}/exercise)
@@ -54,6 +103,9 @@ function(attn_add_module number name)
     add_library(${lib} OBJECT ${impl_source} ${further_source} ${src}/modules/${dir}/register.cpp)
     target_compile_definitions(${lib} PRIVATE ATTN_IMPL=${impl})
     target_link_libraries(${lib} PUBLIC attn_common)
+    if(ARG_SM90A)
+      set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${sm90a_archs}")
+    endif()
     set_property(GLOBAL APPEND PROPERTY ATTN_MODULE_OBJECT_LIBRARIES ${lib})
 
     # The grader for this implementation.
@@ -67,6 +119,11 @@ function(attn_add_module number name)
       add_executable(${test_name} ${test_source})
       target_link_libraries(${test_name} PRIVATE ${lib} attn_test_main_${device} ${ARG_LIBS})
       target_compile_definitions(${test_name} PRIVATE ATTN_IMPL=${impl})
+      if(ARG_SM90A)
+        set_target_properties(${test_name} PROPERTIES CUDA_ARCHITECTURES "${sm90a_archs}")
+        target_compile_definitions(${test_name} PRIVATE
+                                   ATTN_MODULE_ARCHITECTURES="${sm90a_archs_text}")
+      endif()
       add_test(NAME ${test_name} COMMAND ${test_name})
       set_tests_properties(${test_name} PROPERTIES
         LABELS "${device};${impl};module${number}"

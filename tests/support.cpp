@@ -38,6 +38,29 @@ const Kernel& kernel_under_test(int module, Impl impl) {
 
 namespace {
 
+std::vector<GpuRequirement>& gpu_requirements() {
+  static std::vector<GpuRequirement> checks;
+  return checks;
+}
+
+doctest::Context* run_context = nullptr;
+bool stopped = false;
+
+// Whether the last failure left the CUDA context unusable: a fault inside a kernel is sticky,
+// so the device still reports it; a refusal or a bad launch configuration is not. Never on
+// the CPU emulation, whose errors do not stick.
+bool gpu_context_lost(const Kernel& kernel, const CheckResult& r) {
+  if (r.status || kernel.backend != Backend::gpu || emulated()) return false;
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+
+void stop_run() {
+  stopped = true;
+  // --abort-after=1: doctest ends the run after this test case (a case that failed before
+  // counts too, which is what we want: no later case can run).
+  if (run_context) run_context->setOption("abort-after", 1);
+}
+
 // Elements of the O buffer that are not part of any row (padding in strided layouts) must
 // keep the poison: a kernel that writes there has its indexing wrong.
 int64_t writes_outside_rows(const Problem& p, const std::vector<float>& out) {
@@ -55,7 +78,23 @@ int64_t writes_outside_rows(const Problem& p, const std::vector<float>& out) {
 
 }  // namespace
 
+bool require_gpu(GpuRequirement check) {
+  gpu_requirements().push_back(check);
+  return true;
+}
+
+std::string unmet_gpu_requirement(const DeviceInfo& device) {
+  for (GpuRequirement check : gpu_requirements())
+    if (std::string why = check(device); !why.empty()) return why;
+  return "";
+}
+
+void set_run_context(doctest::Context* context) { run_context = context; }
+
+bool run_stopped() { return stopped; }
+
 bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o) {
+  if (stopped) return false;
   return check_inputs_against_reference(kernel, p, random_inputs(p, next_seed(), o.range), o);
 }
 
@@ -95,6 +134,7 @@ Problem grid_limit_problem(int seq_q, int seq_k, int head_dim, bool causal) {
 
 bool check_inputs_against_reference(const Kernel& kernel, const Problem& p, const Inputs& in,
                                     const CheckOptions& o) {
+  if (stopped) return false;
   if (sanitizer_light() && attention_flops(p) > kSanitizerMaxFlops) {
     MESSAGE("not run under ATTN_SANITIZER_LIGHT (too large for a sanitizer): " << p.describe());
     return true;
@@ -115,6 +155,13 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
          << ", seed " << seed << " (replay: ATTN_SEED=" << base_seed() << ")\n";
   if (r.status) report << "  " << r.comparison.summary() << "\n";
   for (const std::string& hint : diagnose(p, in, r)) report << "  hint: " << hint << "\n";
+  if (!r.status && o.error_hints)
+    for (const std::string& hint : o.error_hints(p, r.status)) report << "  hint: " << hint << "\n";
+  const bool lost = gpu_context_lost(kernel, r);
+  if (lost)
+    report << "  hint: after this fault the GPU context is unusable (every later CUDA call "
+           << "fails with the same error), so the remaining checks are not run: fix this one "
+           << "and grade again\n";
   bool passed = r.passed();
   if (r.status) {
     const int64_t outside = writes_outside_rows(p, r.output);
@@ -130,6 +177,7 @@ bool report_against_reference(const Kernel& kernel, const Problem& p, const Inpu
     for (const std::string& hint : o.extra_hints(p, in, r)) report << "  hint: " << hint << "\n";
   if (!passed && o.lesson[0]) report << "  read: " << o.lesson << "\n";
   CHECK_MESSAGE(passed, report.str());
+  if (lost) stop_run();
   return passed;
 }
 
@@ -192,6 +240,7 @@ Status forward_on_packed(const Kernel& kernel, const Problem& p, const PackedQkv
 }  // namespace
 
 bool check_packed_qkv(const Kernel& kernel, const PackedQkv& c, DType t, const CheckOptions& o) {
+  if (stopped) return false;
   const int64_t d = c.head_dim, width = int64_t(c.heads + 2 * c.kv_heads) * d;
   Problem p = Problem::make(c.batch, c.heads, c.seq, c.seq, c.head_dim, c.causal, Layout::BSHD,
                             c.kv_heads);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
 #include "common/diagnose.h"
 #include "common/problem.h"
 #include "common/registry.h"
@@ -32,11 +33,16 @@ const Kernel& kernel_under_test(int module, Impl impl);
 using ExtraHints = std::vector<std::string> (*)(const Problem& p, const Inputs& in,
                                                 const CheckResult& r);
 
+// Module-specific explanations of a kernel that did not run (`s` is its error: a refusal, or
+// a fault inside the kernel such as module 09's trap when a barrier wait never ends).
+using ErrorHints = std::vector<std::string> (*)(const Problem& p, const Status& s);
+
 struct CheckOptions {
   float range = 1.0f;            // Q, K entries in [-range, range): larger gives larger logits
   double tolerance = kDtypeTolerance;  // relative L2; negative: default_tolerance(p.dtype)
   const char* lesson = "";       // "README section 3" -- where to read up when this fails
   ExtraHints extra_hints = nullptr;
+  ErrorHints error_hints = nullptr;
 };
 
 // Fresh random inputs, run, compare. Fails the current doctest case with the seed, the
@@ -44,6 +50,27 @@ struct CheckOptions {
 // Also fails if anything outside O's rows was written (padding between strided rows).
 // Returns true when it passed.
 bool check_against_reference(const Kernel& kernel, const Problem& p, const CheckOptions& o = {});
+
+// ---- What a grader needs of the GPU, and a run that cannot go on ---------------------------
+
+// A grader whose module needs more than a CUDA GPU (module 09: compute capability 9.x and a
+// build with sm_90a code) registers a check at namespace scope:
+//   const bool hopper_required = testing::require_gpu(needs_hopper);
+// The GPU test main (tests/main_gpu.cpp) asks every check before any case runs; the first
+// that gives a reason ends the grader with "skipped: <reason>" and exit code 77, which CTest
+// and `./course grade` report as skipped, never as passed.
+using GpuRequirement = std::string (*)(const DeviceInfo& device);  // "" when it is met
+bool require_gpu(GpuRequirement check);
+std::string unmet_gpu_requirement(const DeviceInfo& device);  // "" when every check is met
+
+// After a fault inside a kernel (a trap, an illegal address) the CUDA context is unusable:
+// every later CUDA call fails with the same error, so every later check would fail with it
+// too. The checks below notice it (the kernel did not run and the device still reports an
+// error), say so in a hint, and stop the run after the current test case (through the
+// doctest context the GPU test main registers with set_run_context); later checks in the
+// same case return false at once. run_stopped() tells a grader's own loops to stop as well.
+void set_run_context(doctest::Context* context);
+bool run_stopped();
 
 // Under compute-sanitizer every memory access is checked and kernels run 10-100x slower.
 // With ATTN_SANITIZER_LIGHT=1 (set by `./course verify` for the sanitizer runs) checks of

@@ -14,17 +14,19 @@ expect_lacks() { [[ "$1" != *"$2"* ]] || fail "expected no '$2' in: $1"; }
 expect_code() { [[ "$1" == "$2" ]] || fail "exit code $1, expected $2; output: ${OUT:-}"; }
 
 # A sandbox course tree with stand-in tools. Knobs (environment): FAKE_GPU=1 makes
-# nvidia-smi find a GPU; FAKE_SYSTEM_PLOTS=1 gives the system python3 matplotlib and numpy;
+# nvidia-smi find a GPU, an H100 unless FAKE_CC (its compute capability, e.g. 8.0) and
+# FAKE_GPU_NAME say otherwise; FAKE_SYSTEM_PLOTS=1 gives the system python3 matplotlib and numpy;
 # FAKE_PIP_WORKS=1 lets pip install them (else pip fails as without network);
 # FAKE_EXERCISE_RC is the exit code of `attn run --impl exercise`; FAKE_SKIPS lists the tests
 # the stand-in ctest reports as skipped.
 make_sandbox() {
   BOX=$(mktemp -d)
   mkdir -p "$BOX/bin" "$BOX/modules/00_reference" "$BOX/modules/01_naive" \
-           "$BOX/modules/05_batched_gemm" "$BOX/scripts" "$BOX/docs/results"
+           "$BOX/modules/05_batched_gemm" "$BOX/modules/09_hopper" "$BOX/scripts" \
+           "$BOX/docs/results"
   cp "$SOURCE/course" "$BOX/course"
   touch "$BOX/modules/00_reference/exercise.cpp" "$BOX/modules/01_naive/exercise.cu" \
-        "$BOX/modules/05_batched_gemm/exercise.cu"
+        "$BOX/modules/05_batched_gemm/exercise.cu" "$BOX/modules/09_hopper/exercise.cu"
   printf 'matplotlib>=3.6\nnumpy>=1.24\n' >"$BOX/requirements.txt"
   echo '{"schema": "attn-bench/1"}' >"$BOX/docs/results/a.json"
   echo '{"schema": "attn-gemm-bench/1"}' >"$BOX/docs/results/b.json"
@@ -53,7 +55,11 @@ EOF
   cat >"$BOX/bin/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 [[ "${FAKE_GPU:-0}" == 1 ]] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
-echo "GPU 0: NVIDIA H100 80GB HBM3"
+case "$*" in
+  *compute_cap*) echo "${FAKE_CC:-9.0}" ;;
+  *--query-gpu=name*) echo "${FAKE_GPU_NAME:-NVIDIA H100 80GB HBM3}" ;;
+  *) echo "GPU 0: ${FAKE_GPU_NAME:-NVIDIA H100 80GB HBM3}" ;;
+esac
 EOF
   # python3: imports of matplotlib/numpy work only with FAKE_SYSTEM_PLOTS=1; `-m venv DIR`
   # makes DIR/bin/python, a python whose pip works only with FAKE_PIP_WORKS=1.
@@ -89,6 +95,8 @@ done
 [[ " \$* " == *" --impl exercise "* ]] && exit "\${FAKE_EXERCISE_RC:-0}"
 exit 0
 EOF
+  # compute-sanitizer --tool T --error-exitcode N program args: runs the program.
+  printf '#!/usr/bin/env bash\nshift 4\nexec "$@"\n' >"$BOX/bin/compute-sanitizer"
   for tool in nvcc ninja; do printf '#!/usr/bin/env bash\nexit 0\n' >"$BOX/bin/$tool"; done
   chmod +x "$BOX/bin/"*
 }
@@ -104,7 +112,7 @@ run_test() {
   CURRENT=$1; TESTS=$((TESTS + 1))
   make_sandbox
   # The test runs in a subshell (its knobs stay local); it exits with its failed checks.
-  (unset FAKE_GPU FAKE_SYSTEM_PLOTS FAKE_PIP_WORKS FAKE_EXERCISE_RC FAKE_SKIPS
+  (unset FAKE_GPU FAKE_CC FAKE_GPU_NAME FAKE_SYSTEM_PLOTS FAKE_PIP_WORKS FAKE_EXERCISE_RC FAKE_SKIPS
    FAILED=0; "$1"; exit "$FAILED")
   FAILED=$((FAILED + $?))
   rm -rf "$BOX"
@@ -166,6 +174,16 @@ test_skip_reasons() {
   expect_code "$CODE" 0
   expect_contains "$OUT" "test_plot was skipped, not passed: no Python with matplotlib"
   expect_contains "$OUT" "1 test program(s) were skipped, not passed: they need a CUDA GPU (check_01)"
+}
+
+# On a GPU that is not a Hopper, module 09's graders are skipped for that reason.
+test_skip_reasons_hopper() {
+  FAKE_GPU=1 FAKE_CC=8.9 FAKE_SKIPS="check_09" course test
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "1 test program(s) were skipped, not passed: they need a Hopper GPU, compute capability 9.x (check_09)"
+  expect_lacks "$OUT" "need a CUDA GPU"
+  FAKE_SKIPS="check_05 check_09" course test
+  expect_contains "$OUT" "2 test program(s) were skipped, not passed: they need a CUDA GPU (check_05 check_09)"
 }
 
 # `course run` exits 1 when the exercise fails, 0 when it passes.
@@ -288,6 +306,95 @@ test_status_names_the_next_module() {
   echo "pass (emulated) 2026-01-01T00:00:00Z" >"$BOX/build/grades/01"
   course status
   expect_contains "$OUT" "Next: module 05 (05_batched_gemm) needs a GPU, and none is here"
+}
+
+# A stand-in grader or check program in the sandbox's build: prints $2 and exits with $3.
+fake_program() {  # $1 = build/<preset>/<name>
+  mkdir -p "$BOX/$(dirname "$1")"
+  printf '#!/usr/bin/env bash\necho "%s"\nexit %s\n' "$2" "$3" >"$BOX/$1"
+  chmod +x "$BOX/$1"
+}
+HOPPER_SKIP="skipped: needs a Hopper GPU (compute capability 9.x): module 09 runs wgmma and TMA, which only sm_90 has; this GPU is NVIDIA A100-SXM4-80GB (compute capability 8.0)"
+
+# Module 09 on a GPU that is not a Hopper: `run` compiles the exercise and runs nothing;
+# `grade` reports the grader's skip (never a pass, never a FAIL) and records "not graded".
+test_hopper_module_on_another_gpu() {
+  export FAKE_GPU=1 FAKE_CC=8.0 FAKE_GPU_NAME="NVIDIA A100-SXM4-80GB"
+  course run 09
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "module 09's exercise compiles"
+  expect_contains "$OUT" "module 09 needs a Hopper GPU (compute capability 9.x); this GPU is NVIDIA A100-SXM4-80GB (compute capability 8.0)"
+  expect_contains "$(calls)" "--target m09_exercise"
+  expect_lacks "$(calls)" "attn run"
+  fake_program build/release/grade_09 "$HOPPER_SKIP" 77
+  course grade 09
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "module 09: NOT graded, skipped: needs a Hopper GPU (compute capability 9.x)"
+  expect_lacks "$OUT" "PASS"
+  expect_lacks "$OUT" "FAIL"
+  expect_contains "$(cat "$BOX/build/grades/09")" "not graded (skipped: needs a Hopper GPU (compute capability 9.x))"
+  # On a Hopper the same commands run the module.
+  FAKE_CC=9.0 FAKE_GPU_NAME="NVIDIA H100 80GB HBM3" course run 09
+  expect_contains "$(calls)" "attn run --module 9 --impl solution --verify --time"
+}
+
+# Without a GPU, module 09 is a GPU module like 05: compiled, not run, not graded.
+test_hopper_module_without_gpu() {
+  course run 09
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "No NVIDIA GPU here"
+  expect_contains "$(calls)" "--target m09_exercise"
+  fake_program build/release/grade_09 "should not run" 0
+  course grade 09
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "module 09: NOT graded: its checks need a CUDA GPU"
+  expect_lacks "$OUT" "should not run"
+}
+
+# A module number with no folder (08 is planned) is refused in one line; a folder without its
+# exercise yet too.
+test_missing_module_number() {
+  course grade 08
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "no module 08"
+  rm "$BOX/modules/09_hopper/exercise.cu"
+  course run 09
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "module 09 has no exercise yet"
+}
+
+# verify on a GPU that is not a Hopper: module 09's graders skip; the row says so, the other
+# modules are verified as usual, and the skip alone does not fail the run.
+test_verify_reports_a_skipped_module() {
+  export FAKE_GPU=1 FAKE_CC=8.0 FAKE_GPU_NAME="NVIDIA A100-SXM4-80GB"
+  fake_program build/release/check_05 "[doctest] test cases: 3 | 3 passed" 0
+  fake_program build/release/grade_05 "[doctest] test cases: 3 | 0 passed | 3 failed" 1
+  fake_program build/sanitize/check_05 "[doctest] test cases: 3 | 3 passed" 0
+  for p in release/check_09 release/grade_09 sanitize/check_09; do
+    fake_program "build/$p" "$HOPPER_SKIP" 77
+  done
+  course verify
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "05_batched_gemm    pass"
+  expect_contains "$OUT" "09_hopper          skipped"
+  expect_contains "$OUT" "not verified on this GPU: module(s) 09, whose graders skipped (needs a Hopper GPU (compute capability 9.x)"
+  expect_contains "$OUT" "verify: OK"
+  # A module that fails still fails the run.
+  fake_program build/release/check_05 "[doctest] test cases: 3 | 2 passed | 1 failed" 1
+  course verify
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "verify: FAILED"
+}
+
+# status says where module 09 runs and, on another GPU, why it is the end of the road here.
+test_status_hopper_module() {
+  mkdir -p "$BOX/build/grades"
+  for nn in 00 01 05; do echo "pass 2026-01-01T00:00:00Z" >"$BOX/build/grades/$nn"; done
+  FAKE_GPU=1 FAKE_CC=8.6 FAKE_GPU_NAME="NVIDIA GeForce RTX 3090" course status
+  expect_contains "$OUT" "Hopper"
+  expect_contains "$OUT" "Next: module 09 (09_hopper) needs a Hopper GPU (compute capability 9.x), and this GPU (NVIDIA GeForce RTX 3090) is not one"
+  FAKE_GPU=1 course status
+  expect_contains "$OUT" "Next: module 09 (09_hopper): read modules/09_hopper/README.md"
 }
 
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do run_test "$t"; done

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,7 +19,12 @@ namespace fs = std::filesystem;
 
 // The modules whose starter holds only the functions that carry the module's idea. A module
 // joins this list once its given code has moved into its header.
-const char* const kModulesWithSmallStarters[] = {"01", "02", "03", "04", "05", "06", "07"};
+const char* const kModulesWithSmallStarters[] = {"01", "02", "03", "04", "05", "06", "07",
+                                                  "09"};
+// Modules of the list whose starter may not be in the tree yet (the module's interface is,
+// its exercise and solution come with its lesson): checked once modules/NN_name/exercise.cu
+// is there, skipped with a message before.
+const char* const kModulesCheckedOncePresent[] = {"09"};
 
 // The most identical code lines in a row a starter and its solution may share: a function's
 // signature, forward()'s few lines. More is given code that belongs in the module's header.
@@ -161,6 +167,13 @@ TEST_CASE("starters: small, and no given code written twice") {
   const fs::path root = ATTN_SOURCE_DIR;
   for (const std::string number : kModulesWithSmallStarters) {
     const fs::path module_dir = module_folder(root, "modules", number);
+    const bool optional = std::find(std::begin(kModulesCheckedOncePresent),
+                                    std::end(kModulesCheckedOncePresent),
+                                    number) != std::end(kModulesCheckedOncePresent);
+    if (optional && (module_dir.empty() || !fs::exists(source_file(module_dir, "exercise")))) {
+      MESSAGE("module " << number << ": no starter in the tree yet, not checked");
+      continue;
+    }
     REQUIRE_MESSAGE(!module_dir.empty(), "no folder modules/" << number << "_*");
     const fs::path solution_dir = root / "solutions" / module_dir.filename();
     const fs::path starter = source_file(module_dir, "exercise");
