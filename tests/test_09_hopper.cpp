@@ -10,11 +10,12 @@
 // tensor, query blocks where a consumer warpgroup has no query, more tiles than SMs, and the
 // tensors TMA cannot copy (rows not 16-byte aligned), which forward() must refuse in one line.
 //
-// A kernel whose barrier wait never ends stops itself: the waiting thread writes down which
-// barrier it waited on (m09::hang_report() reads it: "module 09: thread 0 of block 3 waited
-// more than 10 s on the ...") and traps. The launch then fails ("unspecified launch failure"),
-// the GPU context is lost, and the grader prints the report, names the likely causes and ends
-// the run after that case.
+// A kernel whose barrier wait never ends stops waiting by itself: after 10 s the waiting thread
+// writes down which barrier it waited on (m09::hang_report() reads it: "module 09: thread 0 of
+// block 3 waited more than 10 s on the ..."), every other wait gives up too, and the kernel
+// ends with a wrong output; the grader prints the report and the likely causes. A kernel that
+// faults instead (an illegal address, a trap a learner added) loses the GPU context: the
+// grader names the fault and ends the run after that case.
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -57,16 +58,6 @@ const bool hopper_required = testing::require_gpu(needs_hopper);
 
 }  // namespace
 
-// The kernel's own report of a wait that gave up, "" when none did: attn::m09::hang_report()
-// of hopper.h. Until hopper.h declares it, qualified lookup finds this stand-in instead (a
-// name declared in attn::m09 itself hides the ones a using-directive brings in).
-namespace attn::m09 {
-namespace until_declared {
-inline std::string hang_report() { return ""; }
-}  // namespace until_declared
-using namespace until_declared;
-}  // namespace attn::m09
-
 namespace {
 
 const Kernel& kernel() { return testing::kernel_under_test(9, testing::impl_under_test()); }
@@ -85,8 +76,21 @@ constexpr int kHeadDims[] = {64, 128};
 using testing::matches;  // tests/support.h
 
 // Finite but wrong outputs: which missing piece reproduces them?
+const char* kWaitCauses =
+    "a wait never ends when: the phase parity is wrong (the parity a wait expects flips each "
+    "time the ring comes back to the same slot); the byte count announced with "
+    "arrive_expect_bytes differs from the bytes the TMA copies bring (a copy always brings its "
+    "whole box, the rows past seq_k as zeros); or an arrive is missing (a consumer warp that "
+    "does not release a slot on its empty barrier, a producer that skips a tile). Read section "
+    "3 (TMA and mbarriers) and section 4 (the producer/consumer protocol)";
+
 std::vector<std::string> hopper_hints(const Problem& p, const Inputs& in, const CheckResult& r) {
   std::vector<std::string> hints;
+  if (const std::string report = m09::hang_report(); !report.empty()) {
+    hints.push_back(report);
+    hints.push_back(kWaitCauses);
+    return hints;
+  }
   if (!testing::models_affordable(p)) return hints;
   const bool all_zero =
       std::all_of(r.output.begin(), r.output.end(), [](float x) { return x == 0.0f; });
@@ -114,19 +118,11 @@ std::vector<std::string> fault_hints(const Problem&, const Status& s) {
   const std::string& m = s.message();
   std::vector<std::string> hints;
   if (has(m, "cudaErrorLaunchFailure")) {
-    const std::string report = m09::hang_report();
-    hints.push_back(!report.empty()
-                        ? report
-                        : "the kernel trapped ('unspecified launch failure'): module 09's kernel "
-                          "traps when a barrier wait has not completed after 10 s");
-    hints.push_back(
-        "a wait never ends when: the phase parity is wrong (the parity a wait expects flips "
-        "each time the ring comes back to the same slot); the byte count announced with "
-        "arrive_expect_bytes differs from the bytes the TMA copies bring (a copy always brings "
-        "its whole box, the rows past seq_k as zeros); or an arrive is missing (a consumer "
-        "warp that does not release a slot on its empty barrier, a producer that skips a "
-        "tile). Read section 3 (TMA and mbarriers) and section 4 (the producer/consumer "
-        "protocol)");
+    hints.push_back("the kernel stopped with a fault ('unspecified launch failure'): a trap, or "
+                    "copies still in flight when the block exited (every TMA load must be "
+                    "waited for before the consumers finish)");
+    if (const std::string report = m09::hang_report(); !report.empty()) hints.push_back(report);
+    hints.push_back(kWaitCauses);
   } else if (has(m, "cudaErrorIllegalAddress")) {
     hints.push_back(
         "an access outside the tensors: O's stores must skip the rows at or past seq_q, and each "

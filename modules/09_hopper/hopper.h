@@ -36,6 +36,50 @@ inline Status supports(const Problem& p) {
   return Status::ok();
 }
 
+// ---- A barrier wait that never completes ----------------------------------------------------
+// Every mbarrier wait of the kernel gives up after 10 s (hopper_ptx.cuh, mbarrier_wait): the
+// first thread to give up writes what it waited for into this record, in mapped host memory;
+// the others then stop waiting too, the kernel ends with a wrong output, and hang_report()
+// turns the record into one line for the grader.
+struct HangReport {
+  int hung;        // 1 once some thread gave up
+  int block;       // blockIdx.x of that thread
+  int thread;      // threadIdx.x
+  int barrier;     // which barrier (Barrier in hopper_kernel.cuh)
+  int slot;        // ring slot (0 for Q)
+  unsigned phase;  // the parity it waited for
+};
+
+inline const char* barrier_name(int b) {
+  static const char* const names[] = {"Q full", "K full", "K empty", "V full", "V empty",
+                                      "Q empty"};
+  return b >= 0 && b < 6 ? names[b] : "unknown";
+}
+
+// The record (one per process, allocated on first use; nullptr if the allocation failed).
+inline HangReport* hang_report_buffer() {
+  static HangReport* buffer = [] {
+    HangReport* b = nullptr;
+    if (cudaHostAlloc(&b, sizeof(HangReport), cudaHostAllocMapped) != cudaSuccess) return b;
+    *b = HangReport{};
+    return b;
+  }();
+  return buffer;
+}
+
+// "" while no wait of the last launch has given up; else one line saying which and why.
+inline std::string hang_report() {
+  HangReport* r = hang_report_buffer();
+  if (!r || !r->hung) return "";
+  return "module 09: thread " + std::to_string(r->thread) + " of block " +
+         std::to_string(r->block) + " waited more than 10 s on the " +
+         barrier_name(r->barrier) + " barrier of slot " + std::to_string(r->slot) +
+         " for phase parity " + std::to_string(r->phase) +
+         " and gave up, so the kernel ended with a wrong output: the barrier never completed "
+         "(a wrong phase bit, an arrive_expect_bytes count that differs from the bytes the "
+         "copies bring, or a missing arrive)";
+}
+
 // ATTN_IMPL is `exercise` or `solution`, set by the build (see modules/00_reference/reference.h).
 namespace ATTN_IMPL {
 

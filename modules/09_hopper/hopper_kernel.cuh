@@ -31,6 +31,7 @@
 #include "common/device/math.cuh"
 #include "common/problem.h"
 #include "common/status.h"
+#include "modules/09_hopper/hopper.h"
 #include "modules/09_hopper/hopper_ptx.cuh"
 #include "modules/09_hopper/wgmma_ops.cuh"
 
@@ -97,18 +98,7 @@ struct Config {
 // The block's barriers. Q has two (full, empty: refilled for each work tile); each ring slot
 // has four.
 enum Barrier : int { q_full = 0, k_full = 1, k_empty = 2, v_full = 3, v_empty = 4, q_empty = 5 };
-inline const char* barrier_name(int b) {
-  switch (b) {
-    case q_full: return "Q full";
-    case k_full: return "K full";
-    case k_empty: return "K empty";
-    case v_full: return "V full";
-    case v_empty: return "V empty";
-    case q_empty: return "Q empty";
-  }
-  return "unknown";
-}
-
+// (barrier_name() in hopper.h names them in this order.)
 // Where one block's tiles and barriers live (shared-memory addresses, as wgmma and TMA take
 // them), and the barrier operations by name: plan.wait(k_full, slot, phase).
 template <class C>
@@ -572,30 +562,6 @@ inline bool tma_compatible(const void* base, const Strides& s) {
   auto aligned = [](int64_t elements) { return (elements * 2) % 16 == 0 && elements > 0; };
   return reinterpret_cast<uintptr_t>(base) % 16 == 0 && aligned(s.seq) && aligned(s.head) &&
          aligned(s.batch);
-}
-
-// The mapped host buffer stuck waits write to (one per process), and its reading for the
-// grader: empty while no kernel has given up.
-inline HangReport* hang_report_buffer() {
-  static HangReport* buffer = [] {
-    HangReport* b = nullptr;
-    if (cudaHostAlloc(&b, sizeof(HangReport), cudaHostAllocMapped) != cudaSuccess) return b;
-    *b = HangReport{};
-    return b;
-  }();
-  return buffer;
-}
-
-inline std::string hang_report() {
-  HangReport* r = hang_report_buffer();
-  if (!r || !r->hung) return "";
-  return "module 09: thread " + std::to_string(r->thread) + " of block " +
-         std::to_string(r->block) + " waited more than 10 s on the " +
-         barrier_name(r->barrier) + " barrier of slot " + std::to_string(r->slot) +
-         " for phase parity " + std::to_string(r->phase) +
-         " and gave up, so the kernel ended with a wrong output: the barrier never completed "
-         "(a wrong phase bit, an arrive_expect_bytes count that differs from the bytes the "
-         "copies bring, or a missing arrive)";
 }
 
 // The number of SMs of the current device (asked once per device).

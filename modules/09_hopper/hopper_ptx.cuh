@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "modules/09_hopper/hopper.h"  // HangReport
+
 namespace attn::m09 {
 
 __device__ inline uint32_t shared_address(const void* pointer) {
@@ -62,22 +64,11 @@ __device__ inline uint64_t global_timer_ns() {
   return t;
 }
 
-// What a stuck wait leaves behind for the host, in mapped host memory (hang_report() in
-// hopper_kernel.cuh reads it).
-struct HangReport {
-  int hung;        // 1 once some thread gave up
-  int block;       // blockIdx.x of that thread
-  int thread;      // threadIdx.x
-  int barrier;     // which barrier (Barrier in hopper_kernel.cuh)
-  int slot;        // ring slot (0 for Q)
-  unsigned phase;  // the parity it waited for
-};
-
 // A wait that cannot hang the machine: a barrier that has not completed after kHangNs is a bug
 // (a wrong phase bit, an expect_tx byte count that differs from what the copies bring, a
 // missing arrive). The thread writes down which barrier and stops waiting; every other wait
 // of the kernel then gives up too (it sees report->hung), so the kernel ends within moments,
-// with a wrong output, and the host reads the report (hang_report() in hopper_kernel.cuh).
+// with a wrong output, and the host reads the report (hang_report() in hopper.h).
 // Why not __trap()? A trap makes the compiler keep the kernel's entry register budget in the
 // consumers (no setmaxnreg), which costs the overlap of the two products.
 constexpr uint64_t kHangNs = 10ull * 1000 * 1000 * 1000;
