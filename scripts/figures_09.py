@@ -1,0 +1,475 @@
+#!/usr/bin/env python3
+"""Figures of module 09's lesson (modules/09_hopper/README.md), called by
+scripts/make_figures.py through make(out_dir); runnable alone:
+python3 scripts/figures_09.py [out_dir].
+
+  09_block.png       one thread block: the producer warpgroup (TMA), two consumer warpgroups
+                     (wgmma, registers), the Q tile and the 2-slot K/V ring in shared memory
+                     with their full/empty barriers, and the path of O back to global memory
+  09_ring.png        the barrier protocol of the 2-slot ring over K/V tiles 0-5: slot, fill
+                     and the phase parity every wait uses
+  09_schedules.png   serial, overlap and ping-pong as swimlanes (schematic, not measured)
+  09_ladder.png      TFLOP/s of every rung of bench_09 (docs/results/ladder09_h100.json)
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+REPO = os.path.dirname(HERE)
+
+from figures_common import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
+
+LIGHT = {  # light versions of the palette, for boxes that carry text
+    "q": "#C9D6EC",
+    "k": "#F5D3BC",
+    "v": "#CBE6D2",
+    "o": "#E3DDF2",
+    "s": "#F6D5D6",
+    "tma": "#DDE6F2",
+    "producer": "#EFEFEF",
+}
+MONO = "DejaVu Sans Mono"
+
+
+# ---------------------------------------------------------------------------------------------
+# 09_block.png
+
+
+def _chip(ax, x, y, name, full):
+    """A small mbarrier box: 'full' ones with the copy engine's colour, 'empty' ones white."""
+    box(ax, x, y, 0.95, 0.25, face=LIGHT["tma"] if full else "white", edge=COLORS["edge"],
+        lw=0.7, text=name, fontsize=7, rounded=True, zorder=3)
+
+
+def block(out_dir):
+    fig, ax = new_figure(12.8, 7.6)
+    ax.text(0.2, 7.35, "One thread block (d = 128 shown): 3 warpgroups = 384 threads, "
+            "one tile of 128 query rows", fontsize=11, weight="bold", va="center")
+
+    # Global memory.
+    box(ax, 0.2, 0.95, 1.6, 5.95, face=COLORS["global"], rounded=True)
+    ax.text(1.0, 6.65, "global memory", ha="center", va="center", fontsize=9, style="italic")
+    for name, y, key in (("K", 5.45, "k"), ("V", 4.05, "v"), ("Q", 2.1, "q"), ("O", 1.15, "o")):
+        box(ax, 0.45, y, 1.1, 0.7, face=COLORS[key], text=name, fontsize=10, weight="bold",
+            text_color="white")
+
+    # The copy engine.
+    box(ax, 2.3, 1.05, 1.15, 5.1, face=LIGHT["tma"], rounded=True)
+    ax.text(2.875, 3.75, "TMA\n(copy\nengine)", ha="center", va="center", fontsize=9,
+            weight="bold")
+    ax.text(2.875, 2.95, "a load's bytes\ncomplete its\n'full' barrier", ha="center",
+            va="center", fontsize=7)
+    for y in (5.8, 4.4, 2.45):  # loads: global -> TMA
+        arrow(ax, 1.55, y, 2.3, y)
+    arrow(ax, 2.3, 1.5, 1.55, 1.5, color=COLORS["o"])  # store: TMA -> global O
+    ax.text(1.92, 1.62, "store", ha="center", va="bottom", fontsize=7, color=COLORS["o"])
+
+    # The block.
+    box(ax, 3.95, 0.85, 8.65, 6.2, face="white", edge=COLORS["edge"], lw=1.2, rounded=True)
+
+    # Producer warpgroup.
+    box(ax, 4.1, 6.05, 3.95, 0.85, face=LIGHT["producer"], rounded=True)
+    ax.text(4.2, 6.7, "warpgroup 0: producer", fontsize=9, weight="bold", va="center")
+    ax.text(4.2, 6.4, "one thread issues every TMA copy", fontsize=8, va="center")
+    ax.text(4.2, 6.17, "setmaxnreg: 24 registers per thread", fontsize=8, va="center")
+    arrow(ax, 4.1, 6.45, 3.3, 6.15, text="copy requests", fontsize=7, text_offset=(-0.25, 0.08))
+
+    # Shared memory.
+    box(ax, 4.1, 1.0, 3.95, 4.9, face=COLORS["onchip"], rounded=True)
+    ax.text(4.2, 5.72, "shared memory", fontsize=9, weight="bold", va="center")
+    ax.text(4.2, 5.47, "tiles as 64-column panels of 128-byte rows, 128-byte swizzle",
+            fontsize=7, va="center")
+    for slot, y in ((0, 4.0), (1, 2.6)):
+        box(ax, 4.2, y, 3.75, 1.3, face="none", edge=COLORS["muted"], lw=0.8)
+        ax.text(4.28, y + 1.15, f"ring slot {slot}", fontsize=7.5, va="center", style="italic")
+        box(ax, 4.3, y + 0.1, 1.2, 0.9, face=COLORS["k"], text="K tile\nkBlockN x d",
+            fontsize=7.5, text_color="white")
+        box(ax, 5.6, y + 0.1, 1.2, 0.9, face=COLORS["v"], text="V tile\nkBlockN x d",
+            fontsize=7.5, text_color="white")
+        for n, (name, full) in enumerate((("K full", True), ("K empty", False),
+                                          ("V full", True), ("V empty", False))):
+            _chip(ax, 6.9, y + 0.96 - 0.29 * n, name, full)
+        arrow(ax, 3.45, y + 0.55, 4.3, y + 0.55)  # TMA -> slot
+    # Q tile: 2 panels of 64 columns.
+    ax.text(4.28, 2.35, "Q tile, 128 rows x d (then O, staged for the store)", fontsize=7.5,
+            va="center", style="italic")
+    for panel in range(2):
+        box(ax, 4.3 + panel * 1.3, 1.15, 1.2, 1.0, face=COLORS["q"],
+            text=f"panel {panel}\ncolumns\n{64 * panel}-{64 * panel + 63}", fontsize=7.5,
+            text_color="white")
+    _chip(ax, 6.9, 1.72, "Q full", True)
+    _chip(ax, 6.9, 1.35, "Q empty", False)
+    arrow(ax, 3.45, 1.9, 4.3, 1.9)  # TMA -> Q
+    arrow(ax, 4.3, 1.3, 3.45, 1.3, color=COLORS["o"])  # O staged -> TMA store
+
+    # Consumer warpgroups.
+    cx = 9.35
+    for c, y in ((1, 4.0), (2, 1.0)):
+        rows = f"{64 * (c - 1)}-{64 * c - 1}"
+        box(ax, cx, y, 3.1, 2.85, face="white", edge=COLORS["o"], lw=1.2, rounded=True)
+        ax.text(cx + 0.1, y + 2.65, f"warpgroup {c}: consumer", fontsize=9, weight="bold",
+                va="center")
+        ax.text(cx + 0.1, y + 2.38, f"query rows {rows}; setmaxnreg: 240 registers",
+                fontsize=8, va="center")
+        box(ax, cx + 0.1, y + 1.55, 2.9, 0.6, face=LIGHT["s"], edge=COLORS["s"],
+            text="S = Q Kᵀ: 64 x kBlockN fp32\n(wgmma accumulator, registers)", fontsize=7.5)
+        box(ax, cx + 0.1, y + 0.85, 2.9, 0.6, face=LIGHT["s"], edge=COLORS["s"],
+            text="P = exp(S - m), packed to bf16\nin registers (wgmma A operand)",
+            fontsize=7.5)
+        box(ax, cx + 0.1, y + 0.15, 2.9, 0.6, face=LIGHT["o"], edge=COLORS["o"],
+            text="O += P V: 64 x d fp32 (registers)\nrow max m, row sum l", fontsize=7.5)
+
+    # Between shared memory and the consumers: wgmma reads, empty arrivals, O stores.
+    arrow(ax, 8.05, 3.75, cx, 4.9, lw=1.2)
+    arrow(ax, 8.05, 3.75, cx, 2.6, lw=1.2)
+    ax.text(8.75, 3.75, "wgmma reads\nQ, K, V\n(matrix\ndescriptors)", ha="center",
+            va="center", fontsize=7.5)
+    arrow(ax, cx, 5.75, 7.85, 4.81, color=COLORS["s"], lw=1.0)
+    arrow(ax, cx, 2.0, 7.85, 2.82, color=COLORS["s"], lw=1.0)
+    ax.text(8.75, 5.75, "arrive on\n'empty'", ha="center", va="center", fontsize=7.5,
+            color=COLORS["s"])
+    arrow(ax, cx, 1.2, 6.8, 1.2, color=COLORS["o"], lw=1.2)
+    ax.text(8.7, 1.27, "O: st.shared", ha="center", va="bottom", fontsize=7.5,
+            color=COLORS["o"])
+
+    ax.text(0.2, 0.55, "Loads: the producer announces a tile's bytes on its 'full' barrier "
+            "(arrive_expect_bytes); the copy engine completes it when they have landed. "
+            "Consumers wait on 'full',", fontsize=8, va="center")
+    ax.text(0.2, 0.3, "read with wgmma and arrive on 'empty' once their wgmma has finished "
+            "(8 consumer warps per slot). d = 64 runs 3 consumers (160 registers each, "
+            "producer 32).", fontsize=8, va="center")
+    return save(fig, out_dir, "09_block.png")
+
+
+# ---------------------------------------------------------------------------------------------
+# 09_ring.png
+
+TILES = 6
+STAGES = 2
+LABEL_BOX = dict(facecolor="white", edgecolor="none", pad=0.5)  # hides the guides behind text
+
+
+def ring_schedule(tiles=TILES, stages=STAGES, load=1.0, compute=2.0):
+    """A schematic timeline of the ring: the producer's load of tile j starts once slot j % 2
+    is empty again (tile j - 2 released) and its previous load is done; the consumers compute
+    tile j once it has landed and tile j - 1 is done. Returns per tile (load start, landed,
+    compute start, released)."""
+    out = []
+    for j in range(tiles):
+        start = 0.0 if j == 0 else out[j - 1][1]
+        if j >= stages:
+            start = max(start, out[j - stages][3])
+        landed = start + load
+        begin = landed if j == 0 else max(landed, out[j - 1][3])
+        out.append((start, landed, begin, begin + compute))
+    return out
+
+
+def ring(out_dir):
+    fig, ax = new_figure(12.5, 9.6)
+    ax.text(0.2, 9.35, "The 2-slot K/V ring: tile j uses slot j % 2, fill j / 2, phase parity "
+            "(j / 2) % 2", fontsize=11, weight="bold", va="center")
+    sched = ring_schedule()
+    x0, scale, lane_h = 2.0, 0.78, 0.5
+
+    def tx(t):
+        return x0 + scale * t
+
+    lanes = {"producer": 8.1, "slot 0": 6.95, "slot 1": 5.8, "consumers": 4.75}
+    names = {"producer": "producer\n(1 thread)", "slot 0": "slot 0", "slot 1": "slot 1",
+             "consumers": "consumers\n(8 warps)"}
+    end = tx(sched[-1][3]) + 0.1
+    for lane, y in lanes.items():
+        ax.text(0.25, y + lane_h / 2, names[lane], fontsize=8.5, va="center", weight="bold")
+        ax.plot([tx(0), end], [y, y], color="#DDDDDD", lw=0.6, zorder=0)
+    for j, (start, landed, begin, released) in enumerate(sched):
+        slot, fill = j % STAGES, j // STAGES
+        # The consumers' release of tile j lets the producer load tile j + 2 (dotted guide).
+        if j + STAGES < TILES:
+            ax.plot([tx(released)] * 2, [lanes["consumers"] + lane_h, lanes["producer"]],
+                    color=COLORS["s"], lw=0.9, ls=":", zorder=0)
+        # Producer: a wait that blocks, then the copies.
+        previous = 0.0 if j == 0 else sched[j - 1][1]
+        if start > previous:
+            box(ax, tx(previous), lanes["producer"], tx(start) - tx(previous), lane_h,
+                face="white", edge=COLORS["muted"], lw=0.6, text="waits", fontsize=7,
+                text_color=COLORS["muted"])
+            ax.patches[-1].set_hatch("///")
+        box(ax, tx(start), lanes["producer"], scale, lane_h, face=COLORS["k"],
+            text=f"K/V {j}", fontsize=7.5, text_color="white", weight="bold")
+        ax.text(tx(start) + scale / 2, lanes["producer"] + lane_h + 0.05,
+                f"wait empty[{slot}]\nparity {(fill % 2) ^ 1}", ha="center", va="bottom",
+                fontsize=6.5)
+        # The slot: bytes landing, then the tile in use until released.
+        sy = lanes[f"slot {slot}"]
+        box(ax, tx(start), sy, scale, lane_h, face=LIGHT["tma"], text="bytes\nlanding",
+            fontsize=6.5)
+        box(ax, tx(landed), sy, tx(released) - tx(landed), lane_h, face=LIGHT["k"],
+            text=f"tile {j} (fill {fill})", fontsize=7.5)
+        ax.text(tx(landed) + 0.04, sy + lane_h + 0.04, f"full[{slot}] done, parity {fill % 2}",
+                ha="left", va="bottom", fontsize=6.5, color=COLORS["q"], bbox=LABEL_BOX)
+        ax.text(tx(released) - 0.04, sy - 0.04, f"empty[{slot}] done, parity {fill % 2}",
+                ha="right", va="top", fontsize=6.5, color=COLORS["s"], bbox=LABEL_BOX)
+        # Consumers.
+        box(ax, tx(begin), lanes["consumers"], tx(released) - tx(begin), lane_h,
+            face=COLORS["o"], text=f"wait full[{slot}] parity {fill % 2}\nS, softmax, PV: {j}",
+            fontsize=6.5, text_color="white")
+    ax.text(end, lanes["consumers"] - 0.2, "time", ha="right", va="center", fontsize=8,
+            style="italic")
+    ax.text(0.25, 4.2, "Schematic times (a load takes half a compute). Dotted: the 8 consumer "
+            "warps arrive on empty[s] after their wgmma, which lets the producer refill slot s "
+            "with tile j + 2.", fontsize=8, va="center")
+
+    # The table: (label, height, cell text per tile or one text for the whole row).
+    f = [j // STAGES for j in range(TILES)]
+    rows = [
+        ("tile j", 0.32, [str(j) for j in range(TILES)]),
+        ("slot = j % 2", 0.32, [str(j % STAGES) for j in range(TILES)]),
+        ("fill = j / 2", 0.32, [str(f[j]) for j in range(TILES)]),
+        ("producer waits empty[slot],\nparity (fill % 2) ^ 1", 0.46,
+         [f"{(f[j] % 2) ^ 1}" + (" (passes at once)" if j < STAGES else "")
+          for j in range(TILES)]),
+        ("producer: arrive_expect_bytes\non full[slot], then TMA copies", 0.46,
+         "one arrival announcing kBlockN x d x 2 bytes (K), then the copies of the "
+         "tile's 64-column panels; the same for V"),
+        ("full[slot] completes\nwhen the bytes have landed", 0.46,
+         [f"phase {f[j]}, parity {f[j] % 2}" for j in range(TILES)]),
+        ("consumers wait full[slot],\nparity fill % 2", 0.46,
+         [str(f[j] % 2) for j in range(TILES)]),
+        ("8 consumer warps arrive on\nempty[slot]: completes parity", 0.46,
+         [str(f[j] % 2) for j in range(TILES)]),
+    ]
+    tx0, label_w, col_w = 0.2, 2.75, 1.25
+    y = 3.85
+    for r, (label, h, cells) in enumerate(rows):
+        y -= h
+        face = "#F2F2F2" if r == 0 else "white"
+        weight = "bold" if r == 0 else "normal"
+        box(ax, tx0, y, label_w, h, face=face, edge="#BBBBBB", lw=0.6, text=label,
+            fontsize=7.5, ha="left", weight=weight)
+        if isinstance(cells, str):
+            box(ax, tx0 + label_w, y, TILES * col_w, h, face=face, edge="#BBBBBB", lw=0.6,
+                text=cells, fontsize=7.5)
+            continue
+        for j, text in enumerate(cells):
+            box(ax, tx0 + label_w + j * col_w, y, col_w, h, face=face, edge="#BBBBBB", lw=0.6,
+                text=text, fontsize=7.5, weight=weight,
+                text_color=COLORS["k"] if r == 3 and j < STAGES else "black")
+    note_x = tx0 + label_w + TILES * col_w + 0.15
+    ax.text(note_x, 3.8, "A fresh barrier is in\nphase 0; a wait for\nparity 1 (the phase\n"
+            "'before' it) returns\nat once.", fontsize=7.5, va="top")
+    ax.text(note_x, 2.5, "K and V each have\ntheir own full/empty\npair; consumers free\n"
+            "K after S = Q Kᵀ,\nV after O += P V.", fontsize=7.5, va="top")
+    ax.text(note_x, 1.2, "Q: one full/empty\npair, one fill per\n128-row query tile.",
+            fontsize=7.5, va="top")
+    return save(fig, out_dir, "09_ring.png")
+
+
+# ---------------------------------------------------------------------------------------------
+# 09_schedules.png
+
+GEMM = 1.0      # one warpgroup's S = Q K^T, or its O += P V, alone on the tensor cores
+SOFTMAX = 1.3   # exponentials, maxima, sums of one tile
+PACK = 0.3      # rescale O, pack P to 16 bits
+SCHED_COLORS = {"S": COLORS["s"], "PV": COLORS["o"], "softmax": COLORS["partial"],
+                "pack": "#F7DC9A"}
+
+
+def serial_lanes(tiles=3):
+    """Both consumers in step; their GEMMs share the tensor cores (two half-height bars).
+    Tensor segments: (start, end, kind, tile, consumers); ALU: per consumer (start, end, kind,
+    tile)."""
+    tensor, alu = [], {1: [], 2: []}
+    t = 0.0
+    for j in range(tiles):
+        tensor.append((t, t + 2 * GEMM, "S", j, (1, 2)))
+        t += 2 * GEMM
+        for c in (1, 2):
+            alu[c].append((t, t + SOFTMAX + PACK, "softmax", j))
+        t += SOFTMAX + PACK
+        tensor.append((t, t + 2 * GEMM, "PV", j, (1, 2)))
+        t += 2 * GEMM
+    return tensor, alu, t
+
+
+def overlap_lanes(tiles=4):
+    """Both consumers in step; S of tile j+1 and P V of tile j are issued together, the
+    softmax of j+1 runs while P V of j runs."""
+    tensor, alu = [], {1: [], 2: []}
+    tensor.append((0.0, 2 * GEMM, "S", 0, (1, 2)))
+    t = 2 * GEMM
+    for c in (1, 2):
+        alu[c].append((t, t + SOFTMAX + PACK, "softmax", 0))
+    t += SOFTMAX + PACK
+    for j in range(tiles - 1):
+        tensor.append((t, t + 2 * GEMM, "S", j + 1, (1, 2)))
+        tensor.append((t + 2 * GEMM, t + 4 * GEMM, "PV", j, (1, 2)))
+        for c in (1, 2):
+            alu[c].append((t + 2 * GEMM, t + 2 * GEMM + SOFTMAX, "softmax", j + 1))
+            alu[c].append((t + 4 * GEMM, t + 4 * GEMM + PACK, "pack", j + 1))
+        t += 4 * GEMM + PACK
+    return tensor, alu, t
+
+
+def pingpong_lanes(horizon=17.0):
+    """The consumers take turns to issue (named barriers); the tensor cores run the GEMMs in
+    the order they were issued, one warpgroup's at a time. Each consumer: issue S(j+1) and
+    P V(j), wait for S, softmax, wait for P V, pack, wait for its turn, issue again."""
+    tensor, alu = [], {1: [], 2: []}
+    tensor_free = 0.0
+    turn_passed = {1: 0.0, 2: 0.0}   # when the other consumer last passed the turn
+    ready = {1: 0.0, 2: 0.0}          # when the consumer can issue next
+    tile = {1: 0, 2: 0}
+    first = {1: True, 2: True}
+    order = [1, 2]
+    while True:
+        progressed = False
+        for c in order:
+            other = 2 if c == 1 else 1
+            issue = max(ready[c], turn_passed[c])
+            if issue > horizon:
+                continue
+            progressed = True
+            j = tile[c]
+            start = max(issue, tensor_free)
+            s_end = start + GEMM
+            tensor.append((start, s_end, "S", j if first[c] else j + 1, (c,)))
+            if first[c]:
+                pv_end = s_end
+                soft_end = s_end + SOFTMAX + PACK
+                alu[c].append((s_end, soft_end, "softmax", j))
+                ready[c] = soft_end
+                first[c] = False
+            else:
+                pv_end = s_end + GEMM
+                tensor.append((s_end, pv_end, "PV", j, (c,)))
+                soft_end = s_end + SOFTMAX
+                alu[c].append((s_end, soft_end, "softmax", j + 1))
+                pack_start = max(soft_end, pv_end)
+                alu[c].append((pack_start, pack_start + PACK, "pack", j + 1))
+                ready[c] = pack_start + PACK
+                tile[c] = j + 1
+            tensor_free = pv_end
+            turn_passed[other] = issue
+        if not progressed:
+            break
+    return tensor, alu, horizon
+
+
+def schedules(out_dir):
+    fig, ax = new_figure(12.5, 8.4)
+    ax.text(0.2, 8.15, "Three schedules of the consumer warpgroups (schematic, not measured)",
+            fontsize=11.5, weight="bold", va="center")
+    x0, scale, lane_h = 2.3, 0.6, 0.42
+    panels = [
+        ("serial: S GEMM, wait, softmax, P V GEMM, wait; the tensor cores idle during softmax",
+         serial_lanes(), 7.35),
+        ("overlap: S of tile j+1 issued with P V of tile j; softmax of j+1 runs under P V of j",
+         overlap_lanes(), 4.85),
+        ("ping-pong: the consumers take turns to issue (named barriers); one's softmax runs "
+         "under the other's GEMMs", pingpong_lanes(), 2.35),
+    ]
+    horizon = 16.5
+    for title, (tensor, alu, _), top in panels:
+        ax.text(0.2, top + 0.05, title, fontsize=9.5, va="bottom", weight="bold")
+        ys = {"tensor": top - 0.5, 1: top - 1.0, 2: top - 1.5}
+        labels = {"tensor": "tensor cores", 1: "consumer 1\nALU / SFU", 2: "consumer 2\nALU / SFU"}
+        for key, y in ys.items():
+            ax.text(0.35, y + lane_h / 2, labels[key], fontsize=8, va="center")
+            box(ax, x0, y, scale * horizon, lane_h, face="white", edge="#DDDDDD", lw=0.6,
+                zorder=0)
+        busy = []
+        for start, end, kind, j, who in tensor:
+            if start >= horizon:
+                continue
+            end = min(end, horizon)
+            busy.append((start, end))
+            h = lane_h / len(who)
+            for n, c in enumerate(who):
+                y = ys["tensor"] + lane_h - (n + 1) * h
+                label = f"{kind} {j} ({c})"
+                box(ax, x0 + scale * start, y, scale * (end - start), h,
+                    face=SCHED_COLORS[kind], edge="white", lw=0.8, text=label,
+                    fontsize=6.5 if len(who) > 1 else 7, text_color="white")
+        # Idle stretches of the tensor cores.
+        busy.sort()
+        t = 0.0
+        for start, end in busy + [(horizon, horizon)]:
+            if start - t > 0.05:
+                box(ax, x0 + scale * t, ys["tensor"], scale * (start - t), lane_h,
+                    face="white", edge=COLORS["muted"], lw=0.5,
+                    text="idle" if start - t > 0.6 else None, fontsize=6.5,
+                    text_color=COLORS["muted"])
+                ax.patches[-1].set_hatch("///")
+            t = max(t, end)
+        for c in (1, 2):
+            for start, end, kind, j in alu[c]:
+                if start >= horizon:
+                    continue
+                end = min(end, horizon)
+                text = f"softmax {j}" if kind == "softmax" else ""
+                box(ax, x0 + scale * start, ys[c], scale * (end - start), lane_h,
+                    face=SCHED_COLORS[kind], edge="white", lw=0.8, text=text, fontsize=7)
+    ax.text(0.2, 0.55, "S j: S = Q Kᵀ of K/V tile j; PV j: O += P V; (1), (2): the consumer "
+            "whose GEMM it is (stacked: both run at once and share the tensor cores). "
+            "Pale yellow: rescale O, pack P; blank: waiting.", fontsize=8, va="center")
+    ax.text(0.2, 0.28, f"Assumed: one warpgroup's GEMM = 1 unit alone on the tensor cores, "
+            f"softmax = {SOFTMAX}, rescale + pack = {PACK}. Time runs to the right.",
+            fontsize=8, va="center")
+    return save(fig, out_dir, "09_schedules.png")
+
+
+# ---------------------------------------------------------------------------------------------
+# 09_ladder.png
+
+
+def ladder(out_dir):
+    with open(os.path.join(REPO, "docs", "results", "ladder09_h100.json")) as f:
+        rows = json.load(f)["rows"]
+    rungs = []
+    for r in rows:
+        if r["rung"] not in rungs:
+            rungs.append(r["rung"])
+    series = [(64, False, "d = 64"), (128, False, "d = 128"), (64, True, "d = 64 causal"),
+              (128, True, "d = 128 causal")]
+    fig, ax = plt.subplots(figsize=(11.5, 4.6))
+    width = 0.2
+    colors = [COLORS["q"], COLORS["k"], "#93ADD8", "#EDB48D"]
+    top = max([r["tflops"] for r in rows if r.get("status") == "ok"] + [1.0])
+    for i, (d, causal, label) in enumerate(series):
+        vals, failed = [], []
+        for k, rung in enumerate(rungs):
+            match = [r for r in rows if r["rung"] == rung and r["head_dim"] == d and
+                     r["causal"] == causal]
+            ok = [r["tflops"] for r in match if r.get("status") == "ok"]
+            vals.append(ok[0] if ok else 0.0)
+            if match and not ok:
+                failed.append(k)
+        xs = [k + (i - 1.5) * width for k in range(len(rungs))]
+        ax.bar(xs, vals, width, label=label, color=colors[i])
+        for k in failed:  # a rung whose check failed: no bar, a mark
+            ax.text(xs[k], top * 0.02, "x", ha="center", va="bottom", fontsize=9,
+                    color=COLORS["s"])
+    ax.set_xticks(range(len(rungs)))
+    # Names lean when the longest would not fit its slot (about 0.065 inch a character).
+    crowded = max(len(r) for r in rungs) * 0.065 > 0.9 * 10.3 / len(rungs)
+    ax.set_xticklabels(rungs, fontsize=8.5, rotation=20 if crowded else 0,
+                       ha="right" if crowded else "center")
+    ax.set_ylabel("TFLOP/s (bf16)")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title("bench_09 on the H100, N = 8192, bf16", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncol=4, loc="upper left")
+    fig.tight_layout()
+    return save(fig, out_dir, "09_ladder.png")
+
+
+def make(out_dir):
+    return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir)]
+
+
+if __name__ == "__main__":
+    for path in make(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "docs", "img")):
+        print(path)
