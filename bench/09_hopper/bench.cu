@@ -5,19 +5,20 @@
 //   bench_09 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
 //
 // Rungs (README, section 5), each a Config<head_dim, keys per tile, consumer warpgroups,
-// schedule, ring slots, persistent> of modules/09_hopper/hopper_kernel.cuh with the solution's
-// steps:
-//   serial        wgmma + TMA + a producer warpgroup and two consumers; each consumer waits
-//                 for S, does the softmax, then issues P V and waits for it; one block per
-//                 work tile
-//   overlap       + S of the next tile issued with P V of this one; softmax under P V
-//   pingpong      + the two consumers take turns to issue their products
-//   persistent    + one block per SM walks the work tiles
-//   three_wg_n176 + d = 64: three consumer warpgroups; d = 128: 176-key tiles
-//   three_wg_n192 the same with 192-key tiles at d = 128
-//   stages3       three ring slots instead of two
-//   serial_wide   the tile shapes of three_wg_n176 with the serial schedule
-//   forward       the solution's forward(): its production configurations
+// schedule, ring slots, persistent, heads first> of modules/09_hopper/hopper_kernel.cuh with
+// the solution's steps:
+//   serial           wgmma + TMA + a producer warpgroup and two consumers; each consumer waits
+//                    for S, does the softmax, then issues P V and waits for it; one block per
+//                    work tile, the work tiles ordered heads first
+//   overlap          + S of the next tile issued with P V of this one; softmax under P V
+//   pingpong         + the two consumers take turns to issue their products
+//   qblocks_first    + the work tiles ordered query blocks first (K and V reused from L2)
+//   persistent       + one block per SM walks the work tiles
+//   three_wg_n176    persistent; d = 64: three consumer warpgroups, d = 128: 176-key tiles
+//   three_wg_n192    one block per work tile; d = 64: three consumers, d = 128: 192-key tiles
+//   n192_heads_first three_wg_n192 with the work tiles ordered heads first
+//   stages3          persistent with three ring slots (d = 64: three consumers)
+//   forward          the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
 // median of --iters runs (common/timing.h).
@@ -75,21 +76,25 @@ struct Rung {
 
 constexpr Schedule kSerial = Schedule::serial, kOverlap = Schedule::overlap,
                    kPingpong = Schedule::pingpong;
-constexpr bool kOneTilePerBlock = false;
+constexpr bool kOneTilePerBlock = false, kPersistentGrid = true, kHeadsFirst = true;
 const Rung kRungs[] = {
-    // The ladder: one block per work tile, 128-key tiles, two consumers.
-    {"serial", run_rung<Config<64, 128, 2, kSerial, 2, kOneTilePerBlock>,
-                        Config<128, 128, 2, kSerial, 2, kOneTilePerBlock>>},
-    {"overlap", run_rung<Config<64, 128, 2, kOverlap, 2, kOneTilePerBlock>,
-                         Config<128, 128, 2, kOverlap, 2, kOneTilePerBlock>>},
-    {"pingpong", run_rung<Config<64, 128, 2, kPingpong, 2, kOneTilePerBlock>,
-                          Config<128, 128, 2, kPingpong, 2, kOneTilePerBlock>>},
+    // The ladder: one block per work tile, 128-key tiles, two consumers, heads first.
+    {"serial", run_rung<Config<64, 128, 2, kSerial, 2, kOneTilePerBlock, kHeadsFirst>,
+                        Config<128, 128, 2, kSerial, 2, kOneTilePerBlock, kHeadsFirst>>},
+    {"overlap", run_rung<Config<64, 128, 2, kOverlap, 2, kOneTilePerBlock, kHeadsFirst>,
+                         Config<128, 128, 2, kOverlap, 2, kOneTilePerBlock, kHeadsFirst>>},
+    {"pingpong", run_rung<Config<64, 128, 2, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>,
+                          Config<128, 128, 2, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>>},
+    {"qblocks_first", run_rung<Config<64, 128, 2, kPingpong, 2, kOneTilePerBlock>,
+                               Config<128, 128, 2, kPingpong, 2, kOneTilePerBlock>>},
     {"persistent", run_rung<Config<64, 128, 2, kPingpong>, Config<128, 128, 2, kPingpong>>},
     // Tile shapes: three consumers at d = 64, wider K/V tiles at d = 128.
     {"three_wg_n176", run_rung<Config<64, 128, 3, kPingpong>, Config<128, 176, 2, kPingpong>>},
-    {"three_wg_n192", run_rung<Config<64, 128, 3, kPingpong>, Config<128, 192, 2, kPingpong>>},
+    {"three_wg_n192", run_rung<Config<64, 128, 3, kPingpong, 2, kOneTilePerBlock>,
+                               Config<128, 192, 2, kPingpong, 2, kOneTilePerBlock>>},
+    {"n192_heads_first", run_rung<Config<64, 128, 3, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>,
+                                  Config<128, 192, 2, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>>},
     {"stages3", run_rung<Config<64, 128, 3, kPingpong, 3>, Config<128, 128, 2, kPingpong, 3>>},
-    {"serial_wide", run_rung<Config<64, 128, 3, kSerial>, Config<128, 176, 2, kSerial>>},
     {"forward", run_forward},
 };
 

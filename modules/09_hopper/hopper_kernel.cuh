@@ -55,7 +55,8 @@ namespace attn::m09 {
 enum class Schedule { serial, overlap, pingpong };
 
 template <int kHeadDim_, int kBlockN_ = 128, int kConsumers_ = 2,
-          Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true>
+          Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true,
+          bool kHeadsFirst_ = false>
 struct Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;       // consumer warpgroups
@@ -67,6 +68,11 @@ struct Config {
   // Persistent: one block per SM walks the work tiles (the producer loads the next tile while
   // the consumers store the last one); otherwise one block per work tile.
   static constexpr bool kPersistent = kPersistent_;
+  // The order of the work tiles. Query blocks first: neighbouring work tiles are the query
+  // blocks of one head, which read the same K and V, so those come from L2 instead of memory.
+  // Heads first: neighbouring work tiles are the same query block of different heads, so with
+  // the causal mask all the longest tiles start first (better balance, less L2 reuse).
+  static constexpr bool kHeadsFirst = kHeadsFirst_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -446,14 +452,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   __syncthreads();
 
   // A persistent grid: one block per SM walks the work tiles blockIdx.x, + gridDim.x, ...
-  // The query-block index is the slowest-moving part of the work index and runs backwards, so
-  // with the causal mask the longest work tiles come first and the short ones fill the end.
-  // While the consumers finish a work tile (the output), the producer already loads the next
-  // one's K and V.
+  // (or, not persistent, one block per work tile). Query blocks run backwards, so with the
+  // causal mask the longest work tiles of a head come first (C::kHeadsFirst: of all heads).
   const int bh_count = a.batch * a.heads;
   auto decode = [&](int work, int& m_block, int& head, int& batch) {
-    m_block = a.m_blocks - 1 - work / bh_count;
-    const int bh = work % bh_count;
+    int bh;
+    if constexpr (C::kHeadsFirst) {
+      m_block = a.m_blocks - 1 - work / bh_count;
+      bh = work % bh_count;
+    } else {
+      m_block = a.m_blocks - 1 - work % a.m_blocks;
+      bh = work / a.m_blocks;
+    }
     head = bh % a.heads;
     batch = bh / a.heads;
   };
@@ -689,18 +699,19 @@ Status launch_with(const Problem& p, const void* q, const void* k, const void* v
   return p.head_dim == 64 ? run(C64{}, std::false_type{}) : run(C128{}, std::false_type{});
 }
 
-// The production configurations (bench/09_hopper measures them beside the alternatives):
-// d = 64 with three consumer warpgroups (192 query rows per block: the softmax, not the
-// tensor cores, limits d = 64, and a third warpgroup adds softmax throughput), d = 128 with
-// wider K/V tiles (fewer barrier round trips and rescales per key).
-// With the causal mask the work tiles differ in length, and the hardware's own block scheduler
-// (a new block starts as soon as an SM frees up) balances them better than the persistent
-// grid's fixed round robin: causal runs one block per work tile.
+// The production configurations (bench/09_hopper measures them beside the alternatives).
+// d = 64: three consumer warpgroups (192 query rows per block): the softmax, not the tensor
+// cores, limits d = 64, and a third warpgroup adds softmax throughput; without the mask a
+// persistent grid with three ring slots. d = 128: 192-key tiles (fewer barrier round trips
+// and O rescales per key), one block per work tile, query blocks first (the blocks of one head
+// share K and V in L2). With the causal mask the work tiles differ in length, and the
+// hardware's block scheduler (a new block starts as soon as an SM frees up) balances them
+// better than the persistent grid's fixed round robin.
 constexpr bool kPersistentGrid = true, kBlockPerTile = false;
-using Production64 = Config<64, 128, 3, Schedule::pingpong, 2, kPersistentGrid>;
+using Production64 = Config<64, 128, 3, Schedule::pingpong, 3, kPersistentGrid>;
 using Production64Causal = Config<64, 128, 3, Schedule::pingpong, 2, kBlockPerTile>;
-using Production128 = Config<128, 176, 2, Schedule::pingpong, 2, kPersistentGrid>;
-using Production128Causal = Config<128, 192, 2, Schedule::pingpong, 2, kBlockPerTile>;
+using Production128 = Config<128, 192, 2, Schedule::pingpong, 2, kBlockPerTile>;
+using Production128Causal = Production128;
 
 // forward() of exercise and solution.
 template <class Steps>
