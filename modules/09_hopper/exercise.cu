@@ -31,7 +31,9 @@ struct HopperSteps {
     (void)plan, (void)k_map, (void)v_map, (void)ring, (void)first_key, (void)kv_head, (void)batch;
   }
 
-  // Consumers: wait for data; release a slot once this warp has finished reading it.
+  // Consumers: wait until a tile has landed (its full barrier, this fill's parity); release a
+  // slot once this warp's wgmmas that read it have completed (the kernel has waited for them):
+  // one arrival per warp on the slot's empty barrier.
   template <class Plan>
   __device__ static void wait_q(const Plan& plan, uint32_t phase) {
     (void)plan, (void)phase;  // TODO 3
@@ -53,7 +55,7 @@ struct HopperSteps {
     (void)plan, (void)ring, (void)lane;  // TODO 4
   }
 
-  // ---- The products (README sections 2 and 3) ----
+  // ---- The products (README section 2) ----
 
   // S (64 x kBlockN) = Q K^T for this warpgroup's 64 query rows (q_rows) and the K tile.
   template <class C, bool kBf16>
@@ -67,7 +69,7 @@ struct HopperSteps {
   // O (64 x kHeadDim) += P (registers) V (the V tile in shared memory).
   template <class C, bool kBf16>
   __device__ static void issue_pv(float (&o)[C::kHeadDim / 2],
-                                       const uint32_t (&p)[C::kBlockN / 16][4], uint32_t v_tile) {
+                                  const uint32_t (&p)[C::kBlockN / 16][4], uint32_t v_tile) {
     // TODO 6: kBlockN / 16 wgmmas (Wgmma<C::kHeadDim>::a_regs_b_n_major), V read N-major,
     // after wgmma_fence(), closed by wgmma_commit().
     (void)o, (void)p, (void)v_tile;

@@ -1,20 +1,22 @@
 // Module 09's given pipeline: a FlashAttention-3 style forward kernel for Hopper.
 //
-// One thread block computes a 128-row tile of queries for one (batch, head) and runs three
-// warpgroups of 128 threads each:
-//   warpgroup 0, the producer: one thread issues every copy (TMA). Q once, then K and V tiles
-//                 into a ring of kStages shared-memory slots.
-//   warpgroups 1 and 2, the consumers: each owns 64 of the 128 query rows and runs the
-//                 online softmax of modules 03/07 on its wgmma accumulators.
+// A work tile is one block of query rows (kBlockM = 64 per consumer warpgroup) of one
+// (batch, head). A thread block runs 1 + kConsumers warpgroups of 128 threads:
+//   warpgroup 0, the producer: one thread issues every copy (TMA): the work tile's Q, then its
+//                 K and V tiles into a ring of kStages shared-memory slots.
+//   warpgroups 1 .. kConsumers: each owns 64 query rows and runs the online softmax of
+//                 modules 03/07 on its wgmma accumulators, then stores its rows of O.
+// A block does one work tile, or (Config::kPersistent) one block per SM walks the work tiles.
 // Barriers in shared memory hand each ring slot back and forth (section 4 of the lesson):
 //   full[s]:  completes when slot s's bytes have landed (the copy engine counts them);
-//   empty[s]: completes when all 8 consumer warps have finished reading slot s.
+//   empty[s]: completes when every consumer warp has finished reading slot s;
+// and q_full / q_empty do the same for Q, once per work tile.
 // Shared memory holds every tile as 64-column panels of 128-byte rows in the 128-byte
 // swizzle, the layout both the copy engine and wgmma understand (hopper_ptx.cuh).
 //
 // What the learner writes (exercise.cu, HopperSteps): the two products with their matrix
 // descriptors, and the producer's and consumers' side of the barrier protocol. Everything
-// else (softmax, masks, tensor maps, the launch) is here.
+// else (the schedule of the products, softmax, masks, tensor maps, the launch) is here.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (the types only: no libcuda link)
