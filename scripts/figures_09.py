@@ -10,6 +10,9 @@ python3 scripts/figures_09.py [out_dir].
                      and the phase parity every wait uses
   09_schedules.png   serial, overlap and ping-pong as swimlanes (schematic, not measured)
   09_ladder.png      TFLOP/s of every rung of bench_09 (docs/results/ladder09_h100.json)
+  09_timeline.png    measured: when each consumer of one block waits for S, runs the softmax
+                     and waits for P V, serial against ping-pong
+                     (docs/results/timeline09_h100.json, bench_09 --timeline)
 """
 import json
 import os
@@ -466,8 +469,46 @@ def ladder(out_dir):
     return save(fig, out_dir, "09_ladder.png")
 
 
+def timeline(out_dir, first_step=16, steps=6):
+    """Measured: docs/results/timeline09_h100.json (bench_09 --timeline), block 0, d = 128."""
+    with open(os.path.join(REPO, "docs", "results", "timeline09_h100.json")) as f:
+        data = json.load(f)
+    kinds = [("waits for S", "#4C72B0"), ("softmax", "#DD8452"), ("waits for P V", "#8172B3")]
+    fig, axes = plt.subplots(len(data["schedules"]), 1, figsize=(10.5, 4.6), sharex=False)
+    for ax, sched in zip(axes, data["schedules"]):
+        rows = [r for r in sched["steps"] if first_step <= r[1] < first_step + steps]
+        t0 = min(r[2] for r in rows)
+        for consumer, step, issue, s_ready, softmax_done, pv_done in rows:
+            y = 1 - consumer
+            for (start, end), (label, color) in zip(
+                    ((issue, s_ready), (s_ready, softmax_done), (softmax_done, pv_done)), kinds):
+                ax.barh(y, (end - start) / 1000.0, left=(start - t0) / 1000.0, height=0.6,
+                        color=color, edgecolor="white", lw=0.5)
+            ax.text((issue - t0) / 1000.0, y + 0.38, str(step), fontsize=6.5, color="#555555")
+        per_step = {}
+        for consumer in (0, 1):
+            own = sorted((r for r in sched["steps"] if r[0] == consumer and first_step <= r[1]),
+                         key=lambda r: r[1])
+            if len(own) > 1:
+                per_step[consumer] = (own[-1][2] - own[0][2]) / (len(own) - 1)
+        mean = sum(per_step.values()) / max(1, len(per_step))
+        ax.set_yticks([1, 0])
+        ax.set_yticklabels(["consumer 1", "consumer 2"], fontsize=8.5)
+        ax.set_title(f"{sched['name']}: one loop step every {mean:,.0f} cycles per consumer "
+                     f"(steps {first_step} to {first_step + steps - 1} shown)", fontsize=9.5)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_ylim(-0.6, 1.8)
+    axes[-1].set_xlabel("thousands of SM cycles (clock64) from the first step shown")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for _, c in kinds]
+    fig.legend(handles, [k for k, _ in kinds], loc="upper right", fontsize=8, ncol=3)
+    fig.suptitle("Measured: block 0 of bench_09 --timeline on the H100 (d = 128, N = 8192, bf16)",
+                 fontsize=10.5, x=0.35)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return save(fig, out_dir, "09_timeline.png")
+
+
 def make(out_dir):
-    return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir)]
+    return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir), timeline(out_dir)]
 
 
 if __name__ == "__main__":

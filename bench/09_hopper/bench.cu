@@ -3,6 +3,8 @@
 // small odd shapes (its "check" column is the worst relative L2 error), then timed.
 //
 //   bench_09 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
+//   bench_09 --timeline timeline.json   one block's consumers, serial and ping-pong (clock64)
+//   bench_09 --hang-check               a broken barrier protocol must report, not hang
 //
 // Rungs (README, section 5), each a Config<head_dim, keys per tile, consumer warpgroups,
 // schedule, ring slots, persistent, heads first> of modules/09_hopper/hopper_kernel.cuh with
@@ -26,6 +28,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <cstdio>
 #include <iostream>
 #include <stdexcept>
@@ -142,6 +145,86 @@ int hang_check() {
   return !report.empty() && !r.passed() && after == cudaSuccess ? 0 : 1;
 }
 
+// ---- --timeline: when each consumer of one block issues, waits and computes ---------------
+
+long long* g_timeline = nullptr;  // device buffer the timeline configurations write to
+
+template <class C>
+Status run_recording(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                     cudaStream_t stream) {
+  if (Status s = m09::supports(p); !s) return s;
+  if (Status s = m09::check_device_and_build(); !s) return s;
+  return p.dtype == DType::bf16
+             ? m09::launch_config<C, m09::ladder::HopperSteps, true, false>(p, q, k, v, o, stream,
+                                                                            g_timeline)
+             : m09::launch_config<C, m09::ladder::HopperSteps, false, false>(p, q, k, v, o,
+                                                                             stream, g_timeline);
+}
+
+// Runs the serial and the ping-pong schedule (d = 128, 128-key tiles, one block per work tile)
+// on one shape, records block 0 (a full row of key tiles) and writes the stamps as JSON:
+// {"schedules": [{"name", "steps": [[consumer, step, issue, s_ready, softmax, pv_done], ...]}]}
+// with clock64() cycles relative to the earliest stamp of that schedule.
+int write_timeline(const std::string& path) {
+  constexpr bool kRecord = true, kBlockPerTile = false, kQueryBlocksFirst = false;
+  using Serial = Config<128, 128, 2, Schedule::serial, 2, kBlockPerTile, kQueryBlocksFirst, kRecord>;
+  using Pingpong =
+      Config<128, 128, 2, Schedule::pingpong, 2, kBlockPerTile, kQueryBlocksFirst, kRecord>;
+  const std::pair<const char*, Forward16Fn> schedules[] = {{"serial", run_recording<Serial>},
+                                                           {"pingpong", run_recording<Pingpong>}};
+  Problem p = Problem::make(2, 16, 8192, 8192, 128);
+  p.dtype = DType::bf16;
+  const int count = 2 * m09::kTimelineSteps * m09::kTimelineEvents;
+  if (cudaMalloc(&g_timeline, count * sizeof(long long)) != cudaSuccess) return 1;
+  std::vector<json::Object> out;
+  for (const auto& [name, fn] : schedules) {
+    const Kernel kern{9, name, "", Backend::gpu, Impl::solution, m09::supports, nullptr, fn};
+    DeviceTensors tensors(p, random_inputs(p, 99));
+    for (int run = 0; run < 3; ++run) {  // the last of three runs is recorded (warm caches)
+      cudaMemset(g_timeline, 0, count * sizeof(long long));
+      if (Status st = tensors.forward(kern, nullptr); !st) {
+        std::cerr << "error: " << st.message() << "\n";
+        return 1;
+      }
+    }
+    std::vector<long long> stamps(count);
+    cudaMemcpy(stamps.data(), g_timeline, count * sizeof(long long), cudaMemcpyDeviceToHost);
+    long long first = 0;
+    for (long long t : stamps)
+      if (t != 0 && (first == 0 || t < first)) first = t;
+    std::vector<std::string> steps;
+    for (int c = 0; c < 2; ++c)
+      for (int j = 0; j < m09::kTimelineSteps; ++j) {
+        const long long* e = &stamps[(c * m09::kTimelineSteps + j) * m09::kTimelineEvents];
+        if (e[0] == 0) continue;
+        steps.push_back("[" + std::to_string(c) + ", " + std::to_string(j) + ", " +
+                        std::to_string(e[0] - first) + ", " + std::to_string(e[1] - first) +
+                        ", " + std::to_string(e[2] - first) + ", " +
+                        std::to_string(e[3] - first) + "]");
+      }
+    json::Object o;
+    o.add("name", name).add("shape", p.describe()).add("block", 0);
+    o.add_raw("steps", "[" + [&] {
+      std::string joined;
+      for (size_t i = 0; i < steps.size(); ++i) joined += (i ? ", " : "") + steps[i];
+      return joined;
+    }() + "]");
+    out.push_back(o);
+    std::printf("timeline %-9s %zu steps recorded\n", name, steps.size());
+  }
+  cudaFree(g_timeline);
+  json::Document doc("attn-timeline09/1");
+  doc.field("device", json::device(query_device()))
+      .field("units", "\"clock64() cycles of the SM, relative to the first stamp\"")
+      .list("schedules", out);
+  if (Status s = doc.write(path); !s) {
+    std::cerr << "error: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << path << "\n";
+  return 0;
+}
+
 struct Row {
   std::string rung, status;
   Problem p;
@@ -185,10 +268,14 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the rows as JSON (schema attn-ladder09/1)");
   app.add_option("--dtype", dtype_text, "bf16 (default) or f16");
   bool hang = false;
+  std::string timeline_path;
+  app.add_option("--timeline", timeline_path,
+                 "record one block's schedule (serial and ping-pong) and write it as JSON");
   app.add_flag("--hang-check", hang,
                "run a kernel whose barrier never completes: it must give up and report");
   CLI11_PARSE(app, argc, argv);
   if (hang) return hang_check();
+  if (!timeline_path.empty()) return write_timeline(timeline_path);
   DType t;
   if (!parse_dtype(dtype_text, &t) || t == DType::f32) {
     std::cerr << "error: --dtype must be bf16 or f16 (got '" << dtype_text << "')\n";

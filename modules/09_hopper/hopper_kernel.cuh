@@ -58,7 +58,7 @@ enum class Schedule { serial, overlap, pingpong };
 
 template <int kHeadDim_, int kBlockN_ = 128, int kConsumers_ = 2,
           Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true,
-          bool kHeadsFirst_ = false>
+          bool kHeadsFirst_ = false, bool kTimeline_ = false>
 struct Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;       // consumer warpgroups
@@ -75,6 +75,9 @@ struct Config {
   // Heads first: neighbouring work tiles are the same query block of different heads, so with
   // the causal mask all the longest tiles start first (better balance, less L2 reuse).
   static constexpr bool kHeadsFirst = kHeadsFirst_;
+  // Records when each consumer of one block starts issuing, sees S, finishes the softmax and
+  // sees P V complete (bench_09 --timeline draws it; off in forward()).
+  static constexpr bool kTimeline = kTimeline_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -149,7 +152,27 @@ struct KernelArgs {
   int work_tiles;    // m_blocks * heads * batch: the (query block, head, batch) tiles to do
   float scale_log2;  // softmax_scale * log2(e): scores in base-2 units
   HangReport* hang;  // mapped host memory: see hang_report()
+  long long* timeline = nullptr;  // Config::kTimeline: clock64() stamps, see stamp()
+  int timeline_block = 0;         // the block that records
 };
+
+// The timeline of one block (Config::kTimeline): for consumer c and loop step j < kTimelineSteps,
+// four clock64() stamps (the SM's cycle counter: one clock for all warps of the block):
+//   issue    the consumer starts issuing its products (after its turn, with ping-pong)
+//   s_ready  S of the next tile has completed (the serial schedule: S of this tile)
+//   softmax  the softmax of that tile is done
+//   pv_done  P V has completed
+enum TimelineEvent : int { issue = 0, s_ready = 1, softmax_done = 2, pv_done = 3 };
+constexpr int kTimelineSteps = 64, kTimelineEvents = 4;
+
+template <class C>
+__device__ inline void stamp(const KernelArgs& a, int consumer, int step, TimelineEvent e) {
+  if constexpr (C::kTimeline) {
+    if (static_cast<int>(blockIdx.x) == a.timeline_block && threadIdx.x % 128 == 0 &&
+        step < kTimelineSteps)
+      a.timeline[(consumer * kTimelineSteps + step) * kTimelineEvents + e] = clock64();
+  }
+}
 
 // The K/V tile j of this block lives in ring slot j % kStages; its `use`-th fill is
 // j / kStages, and the barriers' phase parity for that fill is use % 2.
@@ -332,17 +355,21 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
     for (int j = 0; j < tiles; ++j) {
       const RingPosition ring(first_kv + j, C::kStages);
       Steps::wait_k(plan, ring);
+      stamp<C>(a, consumer, j, issue);
       Steps::template issue_scores<C, kBf16>(s, my_rows, plan.k(ring.slot));
       wgmma_wait<0>();
       fence_registers(s);
+      stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, ring, lane);
       mask_if_needed(s, j);
       softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
+      stamp<C>(a, consumer, j, softmax_done);
       Steps::wait_v(plan, ring);
       Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
       wgmma_wait<0>();
       fence_registers(o);
+      stamp<C>(a, consumer, j, pv_done);
       Steps::release_v(plan, ring, lane);
     }
   } else if (tiles == 0) {
@@ -376,16 +403,20 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       Steps::wait_k(plan, next);
       Steps::wait_v(plan, ring);
       wait_for_turn<C>(consumer);
+      stamp<C>(a, consumer, j, issue);
       Steps::template issue_scores<C, kBf16>(s, my_rows, plan.k(next.slot));
       Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
       pass_turn<C>(consumer);
       wgmma_wait<1>();  // S of tile j+1 is done (P V of tile j may still run)
       fence_registers(s);
+      stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, next, lane);
       mask_if_needed(s, j + 1);
       softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      stamp<C>(a, consumer, j, softmax_done);
       wgmma_wait<0>();  // O += P V of tile j is done: O and P may change now
       fence_registers(o);
+      stamp<C>(a, consumer, j, pv_done);
       Steps::release_v(plan, ring, lane);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
     }
@@ -626,7 +657,7 @@ inline Status check_device_and_build() {
 
 template <class C, class Steps, bool kBf16, bool kCausal>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, long long* timeline = nullptr) {
   TensorMaps maps;
   if (Status s = make_tensor_map(&maps.q, p.dtype, q, C::kHeadDim, p.seq_q, p.heads, p.batch,
                                  p.q, C::kBlockM, "Q");
@@ -652,6 +683,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   a.seq_k = p.seq_k;
   a.m_blocks = (p.seq_q + C::kBlockM - 1) / C::kBlockM;
   a.scale_log2 = p.softmax_scale() * device::kLog2e;
+  a.timeline = timeline;
   a.hang = hang_report_buffer();
   if (!a.hang) return Status::error("module 09: cannot allocate the mapped hang-report buffer");
   if (a.hang->hung) *a.hang = HangReport{};  // an earlier launch's report has been read by now
