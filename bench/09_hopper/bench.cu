@@ -20,6 +20,7 @@
 //   three_wg_n192    one block per work tile; d = 64: three consumers, d = 128: 192-key tiles
 //   n192_heads_first three_wg_n192 with the work tiles ordered heads first
 //   stages3          persistent with three ring slots (d = 64: three consumers)
+//   early_q          persistent, O staged in its own tile so that Q is released early
 //   forward          the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -98,6 +99,10 @@ const Rung kRungs[] = {
     {"n192_heads_first", run_rung<Config<64, 128, 3, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>,
                                   Config<128, 192, 2, kPingpong, 2, kOneTilePerBlock, kHeadsFirst>>},
     {"stages3", run_rung<Config<64, 128, 3, kPingpong, 3>, Config<128, 128, 2, kPingpong, 3>>},
+    // Persistent, with O staged in its own tile: Q is released after the last S = Q K^T of a
+    // work tile, so the next work tile's Q loads while this one finishes.
+    {"early_q", run_rung<Config<64, 128, 3, kPingpong, 3, kPersistentGrid, false, false, true>,
+                         Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false, false, true>>},
     {"forward", run_forward},
 };
 
@@ -264,6 +269,9 @@ int main(int argc, char** argv) {
   int iters = 10;
   std::string json_path, dtype_text = "bf16";
   app.add_flag("--quick", quick, "N = 2048 instead of 8192");
+  int seq = 0;
+  app.add_option("--seq", seq, "N (16k tokens: batch = 16384 / N); overrides --quick")
+      ->check(CLI::Range(16, 16384));
   app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
   app.add_option("--json", json_path, "write the rows as JSON (schema attn-ladder09/1)");
   app.add_option("--dtype", dtype_text, "bf16 (default) or f16");
@@ -288,7 +296,7 @@ int main(int argc, char** argv) {
   const DeviceInfo dev = query_device();
   std::cout << dev.summary() << "\n";
 
-  const int n = quick ? 2048 : 8192;
+  const int n = seq > 0 ? seq : quick ? 2048 : 8192;
   std::vector<Problem> shapes;
   for (bool causal : {false, true})
     for (auto [heads, d] : {std::pair{32, 64}, {16, 128}}) {

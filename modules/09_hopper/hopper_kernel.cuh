@@ -58,7 +58,7 @@ enum class Schedule { serial, overlap, pingpong };
 
 template <int kHeadDim_, int kBlockN_ = 128, int kConsumers_ = 2,
           Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true,
-          bool kHeadsFirst_ = false, bool kTimeline_ = false>
+          bool kHeadsFirst_ = false, bool kTimeline_ = false, bool kSeparateO_ = false>
 struct Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;       // consumer warpgroups
@@ -78,6 +78,10 @@ struct Config {
   // Records when each consumer of one block starts issuing, sees S, finishes the softmax and
   // sees P V complete (bench_09 --timeline draws it; off in forward()).
   static constexpr bool kTimeline = kTimeline_;
+  // O staged in its own tile instead of Q's rows: Q is released as soon as the work tile's last
+  // S = Q K^T has completed, so the next work tile's Q loads while this one finishes (worth it
+  // with a persistent grid, where the next work tile follows in the same block).
+  static constexpr bool kSeparateO = kSeparateO_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -90,7 +94,8 @@ struct Config {
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kKOffset = kQBytes;
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr uint32_t kBarrierOffset = kVOffset + kStages * kKVBytes;
+  static constexpr uint32_t kOOffset = kVOffset + kStages * kKVBytes;  // if kSeparateO
+  static constexpr uint32_t kBarrierOffset = kOOffset + (kSeparateO ? kQBytes : 0);
   static constexpr int kBarriers = 2 + 4 * kStages;  // q_full, q_empty, k/v full/empty per slot
   static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;  // the gave-up word
   static constexpr uint32_t kSharedBytes = kFlagOffset + 8 + 1024;  // + alignment slack
@@ -119,6 +124,7 @@ struct SharedPlan {
   HangReport* hang;  // where a stuck wait reports (mapped host memory)
 
   __device__ uint32_t q() const { return base + C::kQOffset; }
+  __device__ uint32_t o() const { return base + (C::kSeparateO ? C::kOOffset : C::kQOffset); }
   __device__ uint32_t k(int slot) const { return base + C::kKOffset + slot * C::kKVBytes; }
   __device__ uint32_t v(int slot) const { return base + C::kVOffset + slot * C::kKVBytes; }
   __device__ uint32_t barrier(Barrier b, int slot = 0) const {
@@ -329,8 +335,15 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   const int warp_in_group = warp % 4;
   const int first_row = m_block * C::kBlockM + consumer * C::kRowsPerConsumer;
   const int row0 = first_row + 16 * warp_in_group + lane / 4;  // this thread's first row
-  // This consumer's 64 rows of the Q tile (and later of the O tile), in every panel.
+  // This consumer's 64 rows of the Q tile and of the O tile (the same rows unless kSeparateO),
+  // in every panel.
   const uint32_t my_rows = plan.q() + consumer * C::kRowsPerConsumer * C::kRowBytes;
+  const uint32_t my_out_rows = plan.o() + consumer * C::kRowsPerConsumer * C::kRowBytes;
+  // kSeparateO: once the work tile's last S has completed, each warp releases Q.
+  auto release_q_if_last = [&](int tile_of_s) {
+    if constexpr (C::kSeparateO)
+      if (tile_of_s == tiles - 1 && lane == 0) plan.arrive(q_empty, 0);
+  };
 
   float o[C::kHeadDim / 2];
 #pragma unroll
@@ -361,6 +374,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       fence_registers(s);
       stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, ring, lane);
+      release_q_if_last(j);
       mask_if_needed(s, j);
       softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
@@ -374,6 +388,8 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
     }
   } else if (tiles == 0) {
     Steps::wait_q(plan, q_phase);  // nothing to compute, but O is staged where Q lands
+    if constexpr (C::kSeparateO)
+      if (lane == 0) plan.arrive(q_empty, 0);
   } else {
     // The first tile's scores and softmax on their own; then each step issues S for tile j+1
     // and O += P V for tile j back to back, and computes the softmax of j+1 while P V runs.
@@ -390,6 +406,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       wgmma_wait<0>();
       fence_registers(s);
       Steps::release_k(plan, ring, lane);
+      release_q_if_last(0);
       mask_if_needed(s, 0);
       softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
@@ -411,6 +428,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       fence_registers(s);
       stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, next, lane);
+      release_q_if_last(j + 1);
       mask_if_needed(s, j + 1);
       softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
       stamp<C>(a, consumer, j, softmax_done);
@@ -440,18 +458,26 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
     const float total = quad_sum(row_sum[r]);
     inv_sum[r] = total > 0.0f ? 1.0f / total : 0.0f;
   }
-  stage_output<C, kBf16>(o, inv_sum, my_rows, warp_in_group, lane);
-  fence_shared_for_async_proxy();              // the copy engine reads what st.shared wrote
+  if constexpr (C::kSeparateO) {
+    // The previous work tile's store may still read the O tile: its thread waits for that,
+    // then the warpgroup may overwrite it.
+    if (threadIdx.x % 128 == 0) tma_store_wait_read();
+    named_barrier_sync(1 + consumer, 128);
+  }
+  stage_output<C, kBf16>(o, inv_sum, my_out_rows, warp_in_group, lane);
+  fence_shared_for_async_proxy();         // the copy engine reads what st.shared wrote
   named_barrier_sync(1 + consumer, 128);  // all 128 threads of this warpgroup have written
   if (threadIdx.x % 128 == 0) {
     if (first_row < a.seq_q) {
       for (int panel = 0; panel < C::kPanels; ++panel)
-        tma_store_4d(&maps.o, my_rows + panel * C::kBlockM * C::kRowBytes,
+        tma_store_4d(&maps.o, my_out_rows + panel * C::kBlockM * C::kRowBytes,
                      panel * C::kPanelCols, first_row, head, batch);
       tma_store_commit();
-      tma_store_wait_read();  // the copy has read the rows: the next Q may land on them
+      // With O in Q's rows the next Q may land only once the copy has read them; with its own
+      // tile the wait moves to the next work tile's output (or the block's end).
+      if constexpr (!C::kSeparateO) tma_store_wait_read();
     }
-    plan.arrive(q_empty, 0);
+    if constexpr (!C::kSeparateO) plan.arrive(q_empty, 0);
   }
 }
 
@@ -473,7 +499,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     asm volatile("st.shared.u32 [%0], 0;" ::"r"(plan.base + C::kFlagOffset) : "memory");
     mbarrier_init(plan.barrier(q_full), 1);                // the producer's arrive_expect_bytes
-    mbarrier_init(plan.barrier(q_empty), C::kConsumers);   // one arrival per consumer
+    // Q is released by each consumer's storing thread, or (kSeparateO) by every consumer warp.
+    mbarrier_init(plan.barrier(q_empty), C::kSeparateO ? 4 * C::kConsumers : C::kConsumers);
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(plan.barrier(k_full, s), 1);
       mbarrier_init(plan.barrier(v_full, s), 1);
@@ -541,6 +568,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                    batch, tiles, kv_count, fill & 1);
       kv_count += tiles;
     }
+    // Shared memory must outlive the last output copy's reads.
+    if (C::kSeparateO && threadIdx.x % 128 == 0) tma_store_wait_read();
   }
 #endif
 }
@@ -746,7 +775,6 @@ using Production64 = Config<64, 128, 3, Schedule::pingpong, 3, kPersistentGrid>;
 using Production64Causal = Config<64, 128, 3, Schedule::pingpong, 2, kBlockPerTile>;
 using Production128 = Config<128, 192, 2, Schedule::pingpong, 2, kBlockPerTile>;
 using Production128Causal = Production128;
-
 // forward() of exercise and solution.
 template <class Steps>
 Status launch(const Problem& p, const void* q, const void* k, const void* v, void* o,
