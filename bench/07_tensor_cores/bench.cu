@@ -28,13 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/ladder.h"
 #include "common/bench_json.h"
-#include "common/compare.h"
 #include "common/device.h"
 #include "common/problem.h"
 #include "common/registry.h"
 #include "common/runner.h"
-#include "common/timing.h"
 
 // The solution's warp step, instantiated here with the ladder's configurations. The build
 // compiles this program with ATTN_IMPL=ladder, so its kernels are attn::m07::ladder::...,
@@ -75,10 +74,7 @@ Status run_forward(const Problem& p, const void* q, const void* k, const void* v
   return m07::solution::forward(p, q, k, v, o, stream);
 }
 
-struct Rung {
-  const char* name;
-  Forward16Fn forward;
-};
+using ladder::Rung;
 
 // Config<D, warps, row tiles per warp, keys per tile, min blocks per SM, swizzle, pipeline,
 //        Q in registers, query blocks fast> (tensor_core_kernel.cuh)
@@ -105,36 +101,12 @@ const Rung kRungs[] = {
     {"forward", run_forward},
 };
 
-struct Row {
-  std::string rung, status;
-  Problem p;
-  double median_ms = 0, tflops = 0, check = 0;
-};
-
-// Worst relative L2 error over small shapes that take every path (partial tiles, masks,
-// odd head dims, unaligned rows); -1 and the reason in `status` when a check fails.
-Kernel as_kernel(const Rung& rung) {
-  return Kernel{7, rung.name, "", Backend::gpu, Impl::solution, m07::supports, nullptr,
-                rung.forward};
-}
-
-double check_rung(const Rung& rung, DType t, std::string& status) {
-  const Kernel kern = as_kernel(rung);
-  double worst = 0;
-  for (Problem p : {Problem::make(1, 2, 1000, 777, 128), Problem::make(2, 3, 65, 129, 96, true),
-                    Problem::make(1, 2, 513, 1000, 64), Problem::make(1, 2, 300, 100, 59, true),
-                    Problem::make(1, 4, 200, 300, 64, true, Layout::BSHD, 2)}) {
-    p.dtype = t;
-    const CheckResult r = check_kernel(kern, p, random_inputs(p, 7 + p.seq_q));
-    if (!r.passed()) {
-      status = "check failed on " + p.describe() + ": " +
-               (r.status ? r.comparison.summary() : r.status.message());
-      return -1;
-    }
-    worst = std::max(worst, r.comparison.rel_l2_error);
-  }
-  return worst;
-}
+// Small shapes that take every path (partial tiles, masks, odd head dims, unaligned rows):
+// each rung's "check" is its worst relative L2 error over them.
+const std::vector<Problem> kChecks = {
+    Problem::make(1, 2, 1000, 777, 128), Problem::make(2, 3, 65, 129, 96, true),
+    Problem::make(1, 2, 513, 1000, 64), Problem::make(1, 2, 300, 100, 59, true),
+    Problem::make(1, 4, 200, 300, 64, true, Layout::BSHD, 2)};
 
 }  // namespace
 
@@ -160,78 +132,19 @@ int main(int argc, char** argv) {
   const DeviceInfo dev = query_device();
   std::cout << dev.summary() << "\n";
 
-  const int n = quick ? 2048 : 8192;
-  std::vector<Problem> shapes;
-  for (bool causal : {false, true})
-    for (auto [heads, d] : {std::pair{32, 64}, {16, 128}}) {
-      Problem p = Problem::make(16384 / n, heads, n, n, d, causal);
-      p.dtype = t;
-      shapes.push_back(p);
-    }
-
-  std::vector<Row> rows;
-  for (const Rung& rung : kRungs) {
-    std::string status = "ok";
-    const double check = check_rung(rung, t, status);
-    for (const Problem& p : shapes) {
-      Row row{rung.name, status, p, 0, 0, check};
-      if (check >= 0) {
-        try {
-          const Kernel kern = as_kernel(rung);
-          DeviceTensors tensors(p, random_inputs(p, 99));  // uploaded as p.dtype
-          const Timing tm = time_on_stream(
-              [&](cudaStream_t s) {
-                const Status st = tensors.forward(kern, s);
-                if (!st) throw std::runtime_error(st.message());
-              },
-              2, iters);
-          row.median_ms = tm.median_ms;
-          row.tflops = attention_flops(p) / (tm.median_ms * 1e9);
-        } catch (const std::exception& e) {
-          row.status = e.what();
-        }
-      }
-      std::printf("%-12s %-44s %9.3f ms %7.1f TFLOP/s  check %.1e  %s\n", rung.name,
-                  p.describe().c_str(), row.median_ms, row.tflops, row.check,
-                  row.status == "ok" ? "" : row.status.c_str());
-      rows.push_back(row);
-    }
-  }
-
-  // The short table: TFLOP/s per rung and shape.
-  std::printf("\n%-12s", "rung");
-  for (const Problem& p : shapes)
-    std::printf(" %14s", ("d" + std::to_string(p.head_dim) + (p.causal ? " causal" : "")).c_str());
-  std::printf("\n");
-  for (size_t i = 0; i < rows.size(); i += shapes.size()) {
-    std::printf("%-12s", rows[i].rung.c_str());
-    for (size_t j = 0; j < shapes.size(); ++j) std::printf(" %14.1f", rows[i + j].tflops);
-    std::printf("\n");
-  }
-
+  const std::vector<Problem> shapes = ladder::shapes(quick ? 2048 : 8192, t);
+  const std::vector<ladder::Row> rows =
+      ladder::run(7, m07::supports, {std::begin(kRungs), std::end(kRungs)}, shapes, kChecks, t,
+                  iters);
+  ladder::print_table(rows, shapes);
   if (!json_path.empty()) {
-    json::Object method;
-    method.add("timing", "CUDA events per run, median").add("runs_before_timed", 2)
-        .add("iterations", iters)
-        .add("check", "worst relative L2 error vs the double reference on 5 small shapes");
-    std::vector<json::Object> json_rows;
-    for (const Row& r : rows) {
-      json::Object row;
-      row.add("rung", r.rung).add("dtype", dtype_name(r.p.dtype)).add("batch", r.p.batch)
-          .add("heads", r.p.heads).add("seq", r.p.seq_q).add("head_dim", r.p.head_dim)
-          .add("causal", r.p.causal).add("median_ms", r.median_ms).add("tflops", r.tflops)
-          .add("check_rel_l2", r.check).add("status", r.status == "ok" ? "ok" : "error");
-      json_rows.push_back(row);
-    }
-    json::Document doc("attn-ladder07/1");
-    doc.field("device", json::device(dev)).field("method", method).list("rows", json_rows);
-    if (Status s = doc.write(json_path); !s) {
+    if (Status s = ladder::write_json(json_path, "attn-ladder07/1", dev, rows, iters,
+                                      static_cast<int>(kChecks.size()));
+        !s) {
       std::cerr << "error: " << s.message() << "\n";
       return 1;
     }
     std::cout << "wrote " << json_path << "\n";
   }
-  for (const Row& r : rows)
-    if (r.status != "ok") return 1;
-  return 0;
+  return ladder::exit_code(rows);
 }
