@@ -143,4 +143,13 @@ struct PackedQkv {
 // the slices the kernel sees, and writes before O or past its end count as writes past O.
 bool check_packed_qkv(const Kernel& kernel, const PackedQkv& c, DType t, const CheckOptions& o);
 
+// Problem::make with the element type set: the 16-bit graders' shapes (modules 07 and 09).
+inline Problem make_problem(int batch, int heads, int seq_q, int seq_k, int head_dim,
+                            bool causal, DType t, Layout layout = Layout::BHSD,
+                            int kv_heads = 0) {
+  Problem p = Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
+  p.dtype = t;
+  return p;
+}
+
 }  // namespace attn::testing

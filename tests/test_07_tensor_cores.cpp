@@ -70,12 +70,7 @@ testing::CheckOptions lesson(const char* section, DType t) {
   return o;
 }
 
-Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal, DType t,
-             Layout layout = Layout::BHSD, int kv_heads = 0) {
-  Problem p = Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
-  p.dtype = t;
-  return p;
-}
+using testing::make_problem;  // Problem::make with the dtype set (tests/support.h)
 
 // Fresh random inputs (rounded to p.dtype by random_inputs), run, compare.
 bool check(const Problem& p, const char* section, float range = 1.0f) {
@@ -104,20 +99,20 @@ bool check_packed(const testing::PackedQkv& c, DType t, const char* section) {
 // ---- Shapes --------------------------------------------------------------------------------
 
 TEST_CASE("one small head, f16 and bf16") {
-  for (DType t : kDtypes) check(make(1, 1, 16, 16, 64, false, t), kFragA);
+  for (DType t : kDtypes) check(make_problem(1, 1, 16, 16, 64, false, t), kFragA);
 }
 
 TEST_CASE("sequence lengths 1, 2, 17, 63, 64, 65, 127, 128, 129, 1000, causal and not") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (int n : {1, 2, 17, 63, 64, 65, 127, 128, 129, 1000})
-        check(make(1, 2, n, n, 64, causal, t), kMma);
+        check(make_problem(1, 2, n, n, 64, causal, t), kMma);
 }
 
 TEST_CASE("a long sequence: 4097, causal and not, head dims 64 and 128") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
-      for (int d : {64, 128}) check(make(1, 1, 4097, 4097, d, causal, t), kPipeline);
+      for (int d : {64, 128}) check(make_problem(1, 1, 4097, 4097, d, causal, t), kPipeline);
 }
 
 TEST_CASE("seq_q != seq_k, both ways, causal and not") {
@@ -125,7 +120,7 @@ TEST_CASE("seq_q != seq_k, both ways, causal and not") {
     for (bool causal : {false, true})
       for (auto [sq, sk] : {std::pair{1, 4097}, {4097, 1}, {17, 1000}, {1000, 17}, {64, 65},
                             {65, 64}, {100, 129}, {129, 100}})
-        check(make(1, 2, sq, sk, 64, causal, t), causal ? kPitfalls : kMma);
+        check(make_problem(1, 2, sq, sk, 64, causal, t), causal ? kPitfalls : kMma);
 }
 
 TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key and are 0") {
@@ -134,7 +129,7 @@ TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key an
   for (DType t : kDtypes)
     for (int d : {16, 64, 128})
       for (auto [sq, sk] : {std::pair{1000, 17}, {65, 2}, {4097, 1}, {300, 100}, {140, 100}})
-        check(make(2, 2, sq, sk, d, true, t), kPitfalls);
+        check(make_problem(2, 2, sq, sk, d, true, t), kPitfalls);
 }
 
 TEST_CASE("head dims 1, 8, 16, 32, 40, 59, 64, 72, 80, 96, 127, 128") {
@@ -143,16 +138,16 @@ TEST_CASE("head dims 1, 8, 16, 32, 40, 59, 64, 72, 80, 96, 127, 128") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (int d : {1, 8, 16, 32, 40, 59, 64, 72, 80, 96, 127, 128}) {
-        check(make(1, 2, 130, 70, d, causal, t), kPipeline);
-        check(make(1, 2, 70, 130, d, causal, t), kPipeline);
+        check(make_problem(1, 2, 130, 70, d, causal, t), kPipeline);
+        check(make_problem(1, 2, 70, 130, d, causal, t), kPipeline);
       }
 }
 
 TEST_CASE("many key tiles at every head dim") {
   for (DType t : kDtypes)
     for (int d : {32, 59, 64, 96, 128}) {
-      check(make(1, 2, 300, 1000, d, false, t), kMma);
-      check(make(1, 2, 300, 1000, d, true, t), kMma);
+      check(make_problem(1, 2, 300, 1000, d, false, t), kMma);
+      check(make_problem(1, 2, 300, 1000, d, true, t), kMma);
     }
 }
 
@@ -163,13 +158,13 @@ TEST_CASE("a last query block with one query, over many key tiles") {
   for (DType t : kDtypes)
     for (int sq : {65, 129})
       for (bool causal : {false, true})
-        for (int d : {64, 128}) check(make(2, 2, sq, 300, d, causal, t), kPipeline);
+        for (int d : {64, 128}) check(make_problem(2, 2, sq, 300, d, causal, t), kPipeline);
 }
 
 TEST_CASE("several batches and heads in one launch") {
   for (DType t : kDtypes) {
-    check(make(3, 5, 100, 90, 64, false, t), kPipeline);
-    check(make(3, 5, 300, 280, 96, true, t), kPipeline);
+    check(make_problem(3, 5, 100, 90, 64, false, t), kPipeline);
+    check(make_problem(3, 5, 300, 280, 96, true, t), kPipeline);
   }
 }
 
@@ -179,23 +174,23 @@ TEST_CASE("large logits: scores in the hundreds") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (int d : {64, 128}) {
-        check(make(1, 2, 128, 300, d, causal, t), kPitfalls, 30.0f);
-        check(make(1, 2, 300, 128, d, causal, t), kPitfalls, 30.0f);
+        check(make_problem(1, 2, 128, 300, d, causal, t), kPitfalls, 30.0f);
+        check(make_problem(1, 2, 300, 128, d, causal, t), kPitfalls, 30.0f);
       }
 }
 
 TEST_CASE("rising scores: the running max moves at every key tile") {
   for (DType t : kDtypes) {
-    for (int n : {129, 1000, 4097}) check_rising(make(1, 2, n, n, 64, false, t));
-    for (int d : {32, 59, 128}) check_rising(make(1, 2, 200, 1000, d, false, t));
-    check_rising(make(1, 2, 1000, 1000, 128, true, t));
-    check_rising(make(1, 8, 300, 700, 64, false, t, Layout::BSHD, 2));
+    for (int n : {129, 1000, 4097}) check_rising(make_problem(1, 2, n, n, 64, false, t));
+    for (int d : {32, 59, 128}) check_rising(make_problem(1, 2, 200, 1000, d, false, t));
+    check_rising(make_problem(1, 2, 1000, 1000, 128, true, t));
+    check_rising(make_problem(1, 8, 300, 700, 64, false, t, Layout::BSHD, 2));
   }
 }
 
 TEST_CASE("a custom softmax scale") {
   for (DType t : kDtypes) {
-    Problem p = make(1, 2, 50, 60, 64, false, t);
+    Problem p = make_problem(1, 2, 50, 60, 64, false, t);
     p.scale = 0.37f;
     check(p, kPipeline);
   }
@@ -207,17 +202,18 @@ TEST_CASE("BSHD layout (heads interleaved per token), causal and not") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (auto [sq, sk] : {std::pair{65, 33}, {33, 65}, {200, 200}})
-        for (int d : {59, 64, 128}) check(make(2, 4, sq, sk, d, causal, t, Layout::BSHD), kPipeline);
+        for (int d : {59, 64, 128})
+          check(make_problem(2, 4, sq, sk, d, causal, t, Layout::BSHD), kPipeline);
 }
 
 TEST_CASE("padding between O's rows and heads must stay untouched") {
   for (DType t : kDtypes)
     for (bool causal : {false, true}) {
-      Problem p = make(2, 3, 37, 41, 24, causal, t);
+      Problem p = make_problem(2, 3, 37, 41, 24, causal, t);
       p.o = {3 * (37 * 32 + 8), 37 * 32 + 8, 32};  // 8 unused elements after every row
       p.q = {3 * 37 * 25, 37 * 25, 25};            // Q rows 1 element apart: not aligned
       check(p, kPipeline);
-      Problem q = make(2, 4, 130, 70, 64, causal, t, Layout::BSHD);
+      Problem q = make_problem(2, 4, 130, 70, 64, causal, t, Layout::BSHD);
       q.o = {130 * 4 * 72, 72, 4 * 72};  // BSHD with 8 elements after every row
       check(q, kPipeline);
     }
@@ -236,7 +232,7 @@ TEST_CASE("Q, K, V as views into one packed QKV buffer; O with padded rows") {
 TEST_CASE("rows not 16-byte aligned: the cp.async path must fall back") {
   for (DType t : kDtypes) {
     // Row strides of 68 and 66 elements (head_dim 64): K rows 8 bytes, V rows 4 bytes off.
-    Problem p = make(1, 2, 70, 100, 64, false, t);
+    Problem p = make_problem(1, 2, 70, 100, 64, false, t);
     p.k = {2 * 100 * 68, 100 * 68, 68};
     p.v = {2 * 100 * 66, 100 * 66, 66};
     check(p, kPipeline);
@@ -253,10 +249,10 @@ TEST_CASE("grouped K/V heads: GQA with 8 query heads over 2 and 4 K/V heads, and
     for (int kv : {4, 2, 1})
       for (bool causal : {false, true})
         for (Layout layout : {Layout::BHSD, Layout::BSHD}) {
-          check(make(2, 8, 100, 130, 64, causal, t, layout, kv), kPipeline);
-          check(make(1, 8, 130, 65, 128, causal, t, layout, kv), kPipeline);
+          check(make_problem(2, 8, 100, 130, 64, causal, t, layout, kv), kPipeline);
+          check(make_problem(1, 8, 130, 65, 128, causal, t, layout, kv), kPipeline);
         }
-    check(make(1, 32, 1, 4097, 128, false, t, Layout::BSHD, 1), kPipeline);  // MQA decoding
+    check(make_problem(1, 32, 1, 4097, 128, false, t, Layout::BSHD, 1), kPipeline);  // MQA decoding
   }
 }
 
@@ -265,8 +261,8 @@ TEST_CASE("grouped K/V heads: GQA with 8 query heads over 2 and 4 K/V heads, and
 TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
   if (testing::skip_grid_limits_under_racecheck()) return;  // 4 x 70000 blocks
   for (DType t : kDtypes) {
-    check(make(7, 10000, 3, 5, 16, true, t), kPipeline);
-    check(make(70000, 1, 2, 3, 16, false, t), kPipeline);
+    check(make_problem(7, 10000, 3, 5, 16, true, t), kPipeline);
+    check(make_problem(70000, 1, 2, 3, 16, false, t), kPipeline);
   }
 }
 
@@ -276,21 +272,21 @@ TEST_CASE("grid limits: more than 65535 query blocks in one head") {
     return;
   }
   // 128 * 65535 + 1 queries: more than 65535 blocks of up to 128 queries (the largest block).
-  check(make(1, 1, 128 * 65535 + 1, 3, 16, false, DType::bf16), kPipeline);
+  check(make_problem(1, 1, 128 * 65535 + 1, 3, 16, false, DType::bf16), kPipeline);
 }
 
 // ---- What the module accepts ---------------------------------------------------------------
 
 TEST_CASE("supports f16/bf16, causal, GQA and head_dim up to 128; refuses the rest in one line") {
   for (DType t : kDtypes) {
-    CHECK(kernel().supports(make(1, 1, 4, 4, 128, false, t)).is_ok());
-    CHECK(kernel().supports(make(1, 8, 4, 4, 64, true, t, Layout::BSHD, 2)).is_ok());
-    const Status wide = kernel().supports(make(1, 1, 4, 4, 129, false, t));
+    CHECK(kernel().supports(make_problem(1, 1, 4, 4, 128, false, t)).is_ok());
+    CHECK(kernel().supports(make_problem(1, 8, 4, 4, 64, true, t, Layout::BSHD, 2)).is_ok());
+    const Status wide = kernel().supports(make_problem(1, 1, 4, 4, 129, false, t));
     CHECK_FALSE(wide.is_ok());
     CHECK(wide.message().find("head_dim") != std::string::npos);
     CHECK(wide.message().find('\n') == std::string::npos);
   }
-  const Status f32 = kernel().supports(make(1, 1, 4, 4, 64, false, DType::f32));
+  const Status f32 = kernel().supports(make_problem(1, 1, 4, 4, 64, false, DType::f32));
   CHECK_FALSE(f32.is_ok());
   CHECK(f32.message().find("bf16") != std::string::npos);
   CHECK(f32.message().find('\n') == std::string::npos);
@@ -316,15 +312,16 @@ TEST_SUITE("extra") {
   TEST_CASE("extra: every head dim from 1 to 128 over several key tiles, causal and not") {
     for (DType t : kDtypes)
       for (int d = 1; d <= 128; d += (d < 64 ? 9 : 7))
-        for (bool causal : {false, true}) check(make(1, 2, 193, 321, d, causal, t), kPipeline);
+        for (bool causal : {false, true})
+          check(make_problem(1, 2, 193, 321, d, causal, t), kPipeline);
   }
 
   TEST_CASE("extra: lengths around 32, 64 and 128 rows and keys, BSHD with GQA") {
     for (DType t : kDtypes)
       for (int n : {31, 32, 33, 95, 96, 97, 191, 192, 193})
         for (int d : {64, 96, 128}) {
-          check(make(2, 4, n, 257, d, true, t, Layout::BSHD, 2), kPipeline);
-          check(make(2, 4, 257, n, d, false, t, Layout::BSHD, 2), kPipeline);
+          check(make_problem(2, 4, n, 257, d, true, t, Layout::BSHD, 2), kPipeline);
+          check(make_problem(2, 4, 257, n, d, false, t, Layout::BSHD, 2), kPipeline);
         }
   }
 
@@ -333,6 +330,6 @@ TEST_SUITE("extra") {
       for (double direction : {1.0, -1.0, 0.0})
         for (int d : {64, 128})
           for (bool causal : {false, true})
-            check_trend(make(1, 2, 300, 1000, d, causal, t), direction);
+            check_trend(make_problem(1, 2, 300, 1000, d, causal, t), direction);
   }
 }

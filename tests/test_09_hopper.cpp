@@ -146,12 +146,7 @@ testing::CheckOptions lesson(const char* section, DType t) {
   return o;
 }
 
-Problem make(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal, DType t,
-             Layout layout = Layout::BHSD, int kv_heads = 0) {
-  Problem p = Problem::make(batch, heads, seq_q, seq_k, head_dim, causal, layout, kv_heads);
-  p.dtype = t;
-  return p;
-}
+using testing::make_problem;  // Problem::make with the dtype set (tests/support.h)
 
 // Fresh random inputs (rounded to p.dtype by random_inputs), run, compare.
 bool check(const Problem& p, const char* section, float range = 1.0f) {
@@ -218,7 +213,7 @@ void expect_alignment_refusal(const char* what, const Problem& p, int64_t q_shif
 
 TEST_CASE("one small head, head dims 64 and 128, f16 and bf16") {
   for (DType t : kDtypes)
-    for (int d : kHeadDims) check(make(1, 1, 64, 64, d, false, t), kDescriptors);
+    for (int d : kHeadDims) check(make_problem(1, 1, 64, 64, d, false, t), kDescriptors);
 }
 
 TEST_CASE("sequence lengths 1, 2, 17, 63, 64, 65, 127, 128, 129, 1000, causal and not") {
@@ -226,13 +221,13 @@ TEST_CASE("sequence lengths 1, 2, 17, 63, 64, 65, 127, 128, 129, 1000, causal an
     for (int d : kHeadDims)
       for (bool causal : {false, true})
         for (int n : {1, 2, 17, 63, 64, 65, 127, 128, 129, 1000})
-          check(make(1, 2, n, n, d, causal, t), kDescriptors);
+          check(make_problem(1, 2, n, n, d, causal, t), kDescriptors);
 }
 
 TEST_CASE("a long sequence: 4097, causal and not") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
-      for (int d : kHeadDims) check(make(1, 1, 4097, 4097, d, causal, t), kProtocol);
+      for (int d : kHeadDims) check(make_problem(1, 1, 4097, 4097, d, causal, t), kProtocol);
 }
 
 TEST_CASE("key lengths 16 to 1121: the K/V ring wraps around and every barrier phase flips") {
@@ -241,9 +236,9 @@ TEST_CASE("key lengths 16 to 1121: the K/V ring wraps around and every barrier p
   // take every number of trips around the ring from 0 to 8 and more.
   for (DType t : kDtypes) {
     for (int n = 16; n <= 1120; n += 16)
-      for (int sk : {n, n + 1}) check(make(1, 1, 130, sk, 64, false, t), kTma);
+      for (int sk : {n, n + 1}) check(make_problem(1, 1, 130, sk, 64, false, t), kTma);
     for (int n = 64; n <= 1088; n += 64)
-      for (int sk : {n, n + 1}) check(make(1, 1, 130, sk, 128, false, t), kTma);
+      for (int sk : {n, n + 1}) check(make_problem(1, 1, 130, sk, 128, false, t), kTma);
   }
 }
 
@@ -253,7 +248,7 @@ TEST_CASE("seq_q != seq_k, both ways, causal and not") {
       for (bool causal : {false, true})
         for (auto [sq, sk] : {std::pair{1, 4097}, {4097, 1}, {17, 1000}, {1000, 17}, {64, 65},
                               {65, 64}, {100, 129}, {129, 100}, {128, 384}, {384, 128}})
-          check(make(1, 2, sq, sk, d, causal, t), causal ? kPitfalls : kTma);
+          check(make_problem(1, 2, sq, sk, d, causal, t), causal ? kPitfalls : kTma);
 }
 
 TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key and are 0") {
@@ -263,7 +258,7 @@ TEST_CASE("causal with seq_q > seq_k: the first seq_q - seq_k rows see no key an
   for (DType t : kDtypes)
     for (int d : kHeadDims)
       for (auto [sq, sk] : {std::pair{1000, 17}, {65, 2}, {4097, 1}, {300, 100}, {140, 100}})
-        check(make(2, 2, sq, sk, d, true, t), kPitfalls);
+        check(make_problem(2, 2, sq, sk, d, true, t), kPitfalls);
 }
 
 TEST_CASE("query blocks with one query, and consumer warpgroups without any") {
@@ -274,15 +269,15 @@ TEST_CASE("query blocks with one query, and consumer warpgroups without any") {
   for (DType t : kDtypes)
     for (int sq : {1, 65, 129, 193, 257})
       for (bool causal : {false, true})
-        for (int d : kHeadDims) check(make(2, 2, sq, 300, d, causal, t), kProtocol);
+        for (int d : kHeadDims) check(make_problem(2, 2, sq, 300, d, causal, t), kProtocol);
 }
 
 TEST_CASE("several batches and heads in one launch, more query blocks than SMs") {
   for (DType t : kDtypes) {
-    check(make(3, 5, 100, 90, 64, false, t), kProtocol);
-    check(make(3, 5, 300, 280, 128, true, t), kProtocol);
-    check(make(4, 33, 300, 200, 64, true, t), kProtocol);  // 4 * 33 * 3 = 396 query blocks
-    check(make(2, 40, 257, 513, 128, false, t), kProtocol);
+    check(make_problem(3, 5, 100, 90, 64, false, t), kProtocol);
+    check(make_problem(3, 5, 300, 280, 128, true, t), kProtocol);
+    check(make_problem(4, 33, 300, 200, 64, true, t), kProtocol);  // 4 * 33 * 3 = 396 query blocks
+    check(make_problem(2, 40, 257, 513, 128, false, t), kProtocol);
   }
 }
 
@@ -292,24 +287,24 @@ TEST_CASE("large logits: scores in the hundreds") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (int d : kHeadDims) {
-        check(make(1, 2, 128, 300, d, causal, t), kPitfalls, 30.0f);
-        check(make(1, 2, 300, 128, d, causal, t), kPitfalls, 30.0f);
+        check(make_problem(1, 2, 128, 300, d, causal, t), kPitfalls, 30.0f);
+        check(make_problem(1, 2, 300, 128, d, causal, t), kPitfalls, 30.0f);
       }
 }
 
 TEST_CASE("rising scores: the running max moves at every key tile") {
   for (DType t : kDtypes) {
-    for (int n : {129, 1000, 4097}) check_rising(make(1, 2, n, n, 64, false, t));
-    check_rising(make(1, 2, 200, 1000, 128, false, t));
-    check_rising(make(1, 2, 1000, 1000, 128, true, t));
-    check_rising(make(1, 8, 300, 700, 64, false, t, Layout::BSHD, 2));
+    for (int n : {129, 1000, 4097}) check_rising(make_problem(1, 2, n, n, 64, false, t));
+    check_rising(make_problem(1, 2, 200, 1000, 128, false, t));
+    check_rising(make_problem(1, 2, 1000, 1000, 128, true, t));
+    check_rising(make_problem(1, 8, 300, 700, 64, false, t, Layout::BSHD, 2));
   }
 }
 
 TEST_CASE("a custom softmax scale") {
   for (DType t : kDtypes)
     for (int d : kHeadDims) {
-      Problem p = make(1, 2, 50, 260, d, false, t);
+      Problem p = make_problem(1, 2, 50, 260, d, false, t);
       p.scale = 0.37f;
       check(p, kPitfalls);
     }
@@ -321,19 +316,19 @@ TEST_CASE("BSHD layout (heads interleaved per token), causal and not") {
   for (DType t : kDtypes)
     for (bool causal : {false, true})
       for (auto [sq, sk] : {std::pair{65, 33}, {33, 65}, {200, 200}, {130, 1000}})
-        for (int d : kHeadDims) check(make(2, 4, sq, sk, d, causal, t, Layout::BSHD), kTma);
+        for (int d : kHeadDims) check(make_problem(2, 4, sq, sk, d, causal, t, Layout::BSHD), kTma);
 }
 
 TEST_CASE("strided rows that stay 16-byte aligned; padding between O's rows stays untouched") {
   for (DType t : kDtypes)
     for (bool causal : {false, true}) {
       // Rows 72, 80 and 64 + 8 elements apart: 144, 160 and 144 bytes, multiples of 16.
-      Problem p = make(2, 3, 37, 141, 64, causal, t);
+      Problem p = make_problem(2, 3, 37, 141, 64, causal, t);
       p.q = {3 * 37 * 72, 37 * 72, 72};
       p.k = {3 * 141 * 80, 141 * 80, 80};
       p.o = {3 * (37 * 72 + 8), 37 * 72 + 8, 72};  // 8 unused elements after every row
       check(p, kTma);
-      Problem q = make(2, 4, 130, 70, 128, causal, t, Layout::BSHD);
+      Problem q = make_problem(2, 4, 130, 70, 128, causal, t, Layout::BSHD);
       q.o = {130 * 4 * 136, 136, 4 * 136};  // BSHD with 8 elements after every row
       check(q, kTma);
     }
@@ -356,10 +351,10 @@ TEST_CASE("grouped K/V heads: GQA with 8 query heads over 4 and 2 K/V heads, and
     for (int kv : {4, 2, 1})
       for (bool causal : {false, true})
         for (Layout layout : {Layout::BHSD, Layout::BSHD}) {
-          check(make(2, 8, 100, 130, 64, causal, t, layout, kv), kTma);
-          check(make(1, 8, 130, 65, 128, causal, t, layout, kv), kTma);
+          check(make_problem(2, 8, 100, 130, 64, causal, t, layout, kv), kTma);
+          check(make_problem(1, 8, 130, 65, 128, causal, t, layout, kv), kTma);
         }
-    check(make(1, 32, 1, 4097, 128, false, t, Layout::BSHD, 1), kTma);  // MQA decoding
+    check(make_problem(1, 32, 1, 4097, 128, false, t, Layout::BSHD, 1), kTma);  // MQA decoding
   }
 }
 
@@ -368,8 +363,8 @@ TEST_CASE("grouped K/V heads: GQA with 8 query heads over 4 and 2 K/V heads, and
 TEST_CASE("grid limits: batch*heads = 70000 > 65535") {
   if (testing::skip_grid_limits_under_racecheck()) return;  // 70000 pairs of a few queries
   for (DType t : kDtypes) {
-    check(make(7, 10000, 3, 5, 64, true, t), kProtocol);
-    check(make(70000, 1, 2, 3, 128, false, t), kProtocol);
+    check(make_problem(7, 10000, 3, 5, 64, true, t), kProtocol);
+    check(make_problem(70000, 1, 2, 3, 128, false, t), kProtocol);
   }
 }
 
@@ -379,7 +374,7 @@ TEST_CASE("grid limits: more than 65535 query blocks in one head") {
     return;
   }
   // 128 * 65535 + 1 queries: more than 65535 blocks of 128 queries (two warpgroups of 64).
-  check(make(1, 1, 128 * 65535 + 1, 3, 64, false, DType::bf16), kProtocol);
+  check(make_problem(1, 1, 128 * 65535 + 1, 3, 64, false, DType::bf16), kProtocol);
 }
 
 // ---- What the module accepts ---------------------------------------------------------------
@@ -387,18 +382,18 @@ TEST_CASE("grid limits: more than 65535 query blocks in one head") {
 TEST_CASE("supports f16/bf16, causal, GQA, head_dim 64 and 128; refuses the rest in one line") {
   for (DType t : kDtypes) {
     for (int d : kHeadDims) {
-      CHECK(kernel().supports(make(1, 1, 4, 4, d, false, t)).is_ok());
-      CHECK(kernel().supports(make(1, 8, 4, 4, d, true, t, Layout::BSHD, 2)).is_ok());
+      CHECK(kernel().supports(make_problem(1, 1, 4, 4, d, false, t)).is_ok());
+      CHECK(kernel().supports(make_problem(1, 8, 4, 4, d, true, t, Layout::BSHD, 2)).is_ok());
     }
     for (int d : {32, 96, 256}) {
-      const Status s = kernel().supports(make(1, 1, 4, 4, d, false, t));
+      const Status s = kernel().supports(make_problem(1, 1, 4, 4, d, false, t));
       INFO("head_dim " << d << ": " << s.message());
       CHECK_FALSE(s.is_ok());
       CHECK(s.message().find("head_dim") != std::string::npos);
       CHECK(s.message().find('\n') == std::string::npos);
     }
   }
-  const Status f32 = kernel().supports(make(1, 1, 4, 4, 64, false, DType::f32));
+  const Status f32 = kernel().supports(make_problem(1, 1, 4, 4, 64, false, DType::f32));
   CHECK_FALSE(f32.is_ok());
   CHECK(f32.message().find("bf16") != std::string::npos);
   CHECK(f32.message().find('\n') == std::string::npos);
@@ -408,29 +403,29 @@ TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches 
   // TMA copies rows whose addresses and strides are multiples of 16 bytes (8 elements), for
   // Q, K and V into shared memory and for O out of it.
   for (DType t : kDtypes) {
-    Problem p = make(1, 2, 70, 100, 64, false, t);
+    Problem p = make_problem(1, 2, 70, 100, 64, false, t);
     p.k = {2 * 100 * 68, 100 * 68, 68};  // K rows 136 bytes apart: every other row 8 bytes off
     p.v = {2 * 100 * 66, 100 * 66, 66};  // V rows 132 bytes apart
     expect_alignment_refusal("K and V rows", p, 0, 0, 0);
 
-    Problem v_only = make(1, 2, 70, 100, 128, true, t);
+    Problem v_only = make_problem(1, 2, 70, 100, 128, true, t);
     v_only.v = {2 * 100 * 132, 100 * 132, 132};  // V rows 264 bytes apart, Q and K aligned
     expect_alignment_refusal("V rows only", v_only, 0, 0, 0);
 
-    Problem q_rows = make(1, 2, 70, 100, 64, false, t, Layout::BSHD);
+    Problem q_rows = make_problem(1, 2, 70, 100, 64, false, t, Layout::BSHD);
     q_rows.q = {70 * 2 * 68, 68, 2 * 68};  // BSHD Q, tokens 272 bytes apart, heads 136 bytes
     expect_alignment_refusal("Q rows (BSHD)", q_rows, 0, 0, 0);
 
-    Problem o_rows = make(1, 2, 70, 100, 64, false, t);
+    Problem o_rows = make_problem(1, 2, 70, 100, 64, false, t);
     o_rows.o = {2 * 70 * 68, 70 * 68, 68};  // O rows 136 bytes apart: TMA stores O too
     expect_alignment_refusal("O rows", o_rows, 0, 0, 0);
 
-    Problem heads = make(2, 2, 70, 100, 64, false, t);
+    Problem heads = make_problem(2, 2, 70, 100, 64, false, t);
     heads.k = {2 * (100 * 64 + 4), 100 * 64 + 4, 64};  // K's second head starts 8 bytes off
     expect_alignment_refusal("K's head stride", heads, 0, 0, 0);
 
     // Every stride a multiple of 8 elements, a pointer one element (2 bytes) off.
-    const Problem aligned = make(1, 2, 70, 100, 64, true, t);
+    const Problem aligned = make_problem(1, 2, 70, 100, 64, true, t);
     expect_alignment_refusal("Q's pointer", aligned, 1, 0, 0);
     expect_alignment_refusal("K's pointer", aligned, 0, 1, 0);
     expect_alignment_refusal("V's pointer", aligned, 0, 0, 3);
