@@ -9,7 +9,6 @@ python3 scripts/figures_07.py [out_dir].
                       one ldmatrix matrix hits, plain and swizzled
   07_ladder.png       TFLOP/s of every rung of bench_07 (docs/results/ladder07_h100.json)
 """
-import json
 import os
 import sys
 
@@ -17,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from figures_common import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
+from figures_common import COLORS, arrow, box, ladder_bars, new_figure, plt, save  # noqa: E402
 
 WARP_COLORS = ["#4C72B0", "#6F8FC7", "#93ADD8", "#B6C9E8"]
 
@@ -88,34 +87,8 @@ def swizzle(out_dir):
 
 
 def ladder(out_dir):
-    with open(os.path.join(REPO, "docs", "results", "ladder07_h100.json")) as f:
-        rows = json.load(f)["rows"]
-    rungs = []
-    for r in rows:
-        if r["rung"] not in rungs:
-            rungs.append(r["rung"])
-    series = [(64, False, "d = 64"), (128, False, "d = 128"), (64, True, "d = 64 causal"),
-              (128, True, "d = 128 causal")]
-    fig, ax = plt.subplots(figsize=(10.5, 4.4))
-    width = 0.2
-    colors = [COLORS["q"], COLORS["k"], "#93ADD8", "#EDB48D"]
-    for i, (d, causal, label) in enumerate(series):
-        vals = []
-        for rung in rungs:
-            match = [r["tflops"] for r in rows if r["rung"] == rung and r["head_dim"] == d and
-                     r["causal"] == causal]
-            vals.append(match[0] if match else 0.0)
-        xs = [k + (i - 1.5) * width for k in range(len(rungs))]
-        ax.bar(xs, vals, width, label=label, color=colors[i])
-    ax.set_xticks(range(len(rungs)))
-    ax.set_xticklabels(rungs, fontsize=9)
-    ax.set_ylabel("TFLOP/s (bf16)")
-    ax.set_title("bench_07 on the H100, N = 8192, bf16: each rung adds one change "
-                 "(qblocks_fast: not adopted)", fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, ncol=4, loc="upper left")
-    fig.tight_layout()
-    return save(fig, out_dir, "07_ladder.png")
+    return ladder_bars("ladder07_h100.json", "bench_07 on the H100, N = 8192, bf16: each rung "
+                       "adds one change (qblocks_fast: not adopted)", out_dir, "07_ladder.png")
 
 
 def make(out_dir):

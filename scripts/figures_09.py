@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from figures_common import COLORS, arrow, box, new_figure, plt, save  # noqa: E402
+from figures_common import COLORS, arrow, box, ladder_bars, new_figure, plt, save  # noqa: E402
 
 LIGHT = {  # light versions of the palette, for boxes that carry text
     "q": "#C9D6EC",
@@ -429,44 +429,8 @@ def schedules(out_dir):
 
 
 def ladder(out_dir):
-    with open(os.path.join(REPO, "docs", "results", "ladder09_h100.json")) as f:
-        rows = json.load(f)["rows"]
-    rungs = []
-    for r in rows:
-        if r["rung"] not in rungs:
-            rungs.append(r["rung"])
-    series = [(64, False, "d = 64"), (128, False, "d = 128"), (64, True, "d = 64 causal"),
-              (128, True, "d = 128 causal")]
-    fig, ax = plt.subplots(figsize=(11.5, 4.6))
-    width = 0.2
-    colors = [COLORS["q"], COLORS["k"], "#93ADD8", "#EDB48D"]
-    top = max([r["tflops"] for r in rows if r.get("status") == "ok"] + [1.0])
-    for i, (d, causal, label) in enumerate(series):
-        vals, failed = [], []
-        for k, rung in enumerate(rungs):
-            match = [r for r in rows if r["rung"] == rung and r["head_dim"] == d and
-                     r["causal"] == causal]
-            ok = [r["tflops"] for r in match if r.get("status") == "ok"]
-            vals.append(ok[0] if ok else 0.0)
-            if match and not ok:
-                failed.append(k)
-        xs = [k + (i - 1.5) * width for k in range(len(rungs))]
-        ax.bar(xs, vals, width, label=label, color=colors[i])
-        for k in failed:  # a rung whose check failed: no bar, a mark
-            ax.text(xs[k], top * 0.02, "x", ha="center", va="bottom", fontsize=9,
-                    color=COLORS["s"])
-    ax.set_xticks(range(len(rungs)))
-    # Names lean when the longest would not fit its slot (about 0.065 inch a character).
-    crowded = max(len(r) for r in rungs) * 0.065 > 0.9 * 10.3 / len(rungs)
-    ax.set_xticklabels(rungs, fontsize=8.5, rotation=20 if crowded else 0,
-                       ha="right" if crowded else "center")
-    ax.set_ylabel("TFLOP/s (bf16)")
-    ax.set_ylim(0, top * 1.15)
-    ax.set_title("bench_09 on the H100, N = 8192, bf16", fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, ncol=4, loc="upper left")
-    fig.tight_layout()
-    return save(fig, out_dir, "09_ladder.png")
+    return ladder_bars("ladder09_h100.json", "bench_09 on the H100, N = 8192, bf16", out_dir,
+                       "09_ladder.png", figsize=(11.5, 4.6))
 
 
 def timeline(out_dir, first_step=16, steps=6):

@@ -12,6 +12,7 @@ Deterministic output: no random numbers, no timestamps in the PNG metadata, so r
 script twice writes the same bytes and `git status` stays clean.
 """
 import io
+import json
 import os
 
 import matplotlib
@@ -124,3 +125,50 @@ def save_full_colour(fig, out_dir, name):
     fig.savefig(path, dpi=DPI, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+LADDER_SERIES = [(64, False, "d = 64"), (128, False, "d = 128"), (64, True, "d = 64 causal"),
+                 (128, True, "d = 128 causal")]
+
+
+def ladder_bars(results_name, title, out_dir, name, figsize=(10.5, 4.4)):
+    """Bars of TFLOP/s per rung for the four ladder shapes, from docs/results/<results_name>
+    (rows with rung, head_dim, causal, tflops, status, as bench_07 and bench_09 write them;
+    rungs in file order). A rung whose check failed gets an x instead of a bar; rung names
+    lean when the longest would not fit its slot."""
+    with open(os.path.join(RESULTS, results_name)) as f:
+        rows = json.load(f)["rows"]
+    rungs = []
+    for r in rows:
+        if r["rung"] not in rungs:
+            rungs.append(r["rung"])
+    fig, ax = plt.subplots(figsize=figsize)
+    width = 0.2
+    colors = [COLORS["q"], COLORS["k"], "#93ADD8", "#EDB48D"]
+    top = max([r["tflops"] for r in rows if r.get("status") == "ok"] + [1.0])
+    for i, (d, causal, label) in enumerate(LADDER_SERIES):
+        vals, failed = [], []
+        for k, rung in enumerate(rungs):
+            match = [r for r in rows if r["rung"] == rung and r["head_dim"] == d and
+                     r["causal"] == causal]
+            ok = [r["tflops"] for r in match if r.get("status") == "ok"]
+            vals.append(ok[0] if ok else 0.0)
+            if match and not ok:
+                failed.append(k)
+        xs = [k + (i - 1.5) * width for k in range(len(rungs))]
+        ax.bar(xs, vals, width, label=label, color=colors[i])
+        for k in failed:
+            ax.text(xs[k], top * 0.02, "x", ha="center", va="bottom", fontsize=9,
+                    color=COLORS["s"])
+    ax.set_xticks(range(len(rungs)))
+    # About 0.065 inch a character against the slot's width.
+    crowded = max(len(r) for r in rungs) * 0.065 > 0.9 * (figsize[0] - 1.2) / len(rungs)
+    ax.set_xticklabels(rungs, fontsize=8.5 if crowded else 9, rotation=20 if crowded else 0,
+                       ha="right" if crowded else "center")
+    ax.set_ylabel("TFLOP/s (bf16)")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncol=4, loc="upper left")
+    fig.tight_layout()
+    return save(fig, out_dir, name)
