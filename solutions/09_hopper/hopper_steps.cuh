@@ -22,26 +22,32 @@ struct HopperSteps {
                   panel * C::kPanelCols, first_row, head, batch);
   }
 
-  // Producer: K and V tile into ring slot ring.slot, once the consumers have emptied it. The
-  // empty barrier's phase for this fill is the one before the full barrier's: ring.phase ^ 1
-  // (the first fill of a slot passes at once).
+  // Producer: one tile (K or V) into ring slot ring.slot, once the consumers have emptied it.
+  // The empty barrier's phase for this fill is the one before the full barrier's:
+  // ring.phase ^ 1 (the first fill of a slot passes at once). `bytes` is what the copies bring.
+  template <class Plan>
+  __device__ static void fill_slot(const Plan& plan, Barrier empty, Barrier full, uint32_t tile,
+                                   const CUtensorMap* map, RingPosition ring, int first_key,
+                                   int kv_head, int batch, uint32_t bytes) {
+    using C = typename Plan::Config;
+    plan.wait(empty, ring.slot, ring.phase ^ 1);
+    plan.arrive_expect_bytes(full, ring.slot, bytes);
+    for (int panel = 0; panel < C::kPanels; ++panel)
+      tma_load_4d(tile + panel * C::kBlockN * C::kRowBytes, map, plan.barrier(full, ring.slot),
+                  panel * C::kPanelCols, first_key, kv_head, batch);
+  }
+
+  // Producer: the K and V tiles of keys [first_key, first_key + kBlockN) into ring slot
+  // ring.slot.
   template <class Plan>
   __device__ static void load_kv_tile(const Plan& plan, const CUtensorMap* k_map,
                                       const CUtensorMap* v_map, RingPosition ring, int first_key,
                                       int kv_head, int batch) {
     using C = typename Plan::Config;
-    plan.wait(k_empty, ring.slot, ring.phase ^ 1);
-    plan.arrive_expect_bytes(k_full, ring.slot, C::kKVBytes);
-    for (int panel = 0; panel < C::kPanels; ++panel)
-      tma_load_4d(plan.k(ring.slot) + panel * C::kBlockN * C::kRowBytes, k_map,
-                  plan.barrier(k_full, ring.slot), panel * C::kPanelCols, first_key, kv_head,
-                  batch);
-    plan.wait(v_empty, ring.slot, ring.phase ^ 1);
-    plan.arrive_expect_bytes(v_full, ring.slot, C::kKVBytes);
-    for (int panel = 0; panel < C::kPanels; ++panel)
-      tma_load_4d(plan.v(ring.slot) + panel * C::kBlockN * C::kRowBytes, v_map,
-                  plan.barrier(v_full, ring.slot), panel * C::kPanelCols, first_key, kv_head,
-                  batch);
+    fill_slot(plan, k_empty, k_full, plan.k(ring.slot), k_map, ring, first_key, kv_head, batch,
+              C::kKVBytes);
+    fill_slot(plan, v_empty, v_full, plan.v(ring.slot), v_map, ring, first_key, kv_head, batch,
+              C::kKVBytes);
   }
 
   template <class Plan>
