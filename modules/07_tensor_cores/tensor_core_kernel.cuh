@@ -241,11 +241,20 @@ struct QFragments<Warp, C, false> {
   }
 };
 
-template <class Warp, class T, class C, bool kCausal, bool kVec>
+// Which rows of Q, K, V and O belong to batch entry b. DenseBatch, the usual case: b's rows
+// are at b's batch stride and every entry has p.seq_q queries and p.seq_k keys. Module 10
+// runs the same kernel on packed variable-length batches with its own Batch type, whose
+// kPacked is true and whose rows(batch, b) gives sequence b's first rows and lengths.
+struct DenseBatch {
+  static constexpr bool kPacked = false;
+  struct Args {};
+};
+
+template <class Warp, class T, class C, bool kCausal, bool kVec, class Batch = DenseBatch>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     flash_tc_kernel(Problem p, float scale_log2, int query_blocks, const uint16_t* __restrict__ q,
                     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
-                    uint16_t* __restrict__ o) {
+                    uint16_t* __restrict__ o, typename Batch::Args batch = {}) {
   constexpr int MT = C::kRowTiles, BC = C::kKeys, D = C::D;
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* const q_tile = smem + C::kQOffset;  // also stages O at the end
@@ -267,6 +276,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
   const int b = bh / p.heads, h = bh % p.heads;
   const int q0 = query_block * C::kQueries;
+  if constexpr (Batch::kPacked) {
+    // A packed batch (p.*.batch strides are 0): move the base pointers to sequence b's first
+    // rows and take its lengths. Query blocks past a short sequence's end have nothing to do;
+    // the whole block leaves before its first barrier.
+    const auto rows = Batch::rows(batch, b);
+    if (q0 >= rows.q_len) return;
+    p.seq_q = rows.q_len;
+    p.seq_k = rows.k_len;
+    q += rows.q_start * p.q.seq;
+    o += rows.q_start * p.o.seq;
+    k += rows.k_start * p.k.seq;
+    v += rows.k_start * p.v.seq;
+  }
 
   const uint16_t* q_head = q + Problem::offset(p.q, b, h, q0);
   const uint16_t* k_head = k + Problem::offset(p.k, b, p.kv_head(h), 0);
@@ -466,9 +488,9 @@ inline Status require_sm80() {
 
 // Launches one configuration for p.dtype (T) and p.causal; picks 16-byte copies when every
 // row of Q, K, V and O starts on a 16-byte boundary and head_dim % 8 == 0.
-template <class Warp, class T, class C>
+template <class Warp, class T, class C, class Batch = DenseBatch>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, typename Batch::Args batch = {}) {
   if (Status s = require_sm80(); !s) return s;
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;
@@ -478,11 +500,13 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                    rows_aligned16(o, p.o, 2);
   const float scale_log2 = p.softmax_scale() * kLog2e;
   using Kernel = void (*)(Problem, float, int, const uint16_t*, const uint16_t*,
-                          const uint16_t*, uint16_t*);
+                          const uint16_t*, uint16_t*, typename Batch::Args);
   // [causal][vec]
   static const Kernel kernels[2][2] = {
-      {flash_tc_kernel<Warp, T, C, false, false>, flash_tc_kernel<Warp, T, C, false, true>},
-      {flash_tc_kernel<Warp, T, C, true, false>, flash_tc_kernel<Warp, T, C, true, true>}};
+      {flash_tc_kernel<Warp, T, C, false, false, Batch>,
+       flash_tc_kernel<Warp, T, C, false, true, Batch>},
+      {flash_tc_kernel<Warp, T, C, true, false, Batch>,
+       flash_tc_kernel<Warp, T, C, true, true, Batch>}};
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = [] {
     for (auto& row : kernels)
@@ -497,7 +521,8 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
                                            stream>>>(
       p, scale_log2, int(query_blocks), static_cast<const uint16_t*>(q),
-      static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o));
+      static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o),
+      batch);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }

@@ -8,7 +8,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/paged.h"
@@ -16,14 +19,114 @@
 
 namespace attn::m10 {
 
-// What this module handles (given, shared by exercise and solution): f16/bf16, head_dim 64 or
-// 128, any group size, query tokens per sequence up to kMaxQueryTokens.
+// What this module handles (given, shared by exercise and solution): f16/bf16; head_dim a
+// multiple of 8 up to 128 (rows move in 16-byte pieces; it is padded to 64 or 128 inside);
+// any group size; up to kMaxQueryTokens query tokens per sequence.
 constexpr int kMaxQueryTokens = 64;
-Status supports(const PagedProblem& p);
-Status supports(const VarlenProblem& p);
+
+inline Status supports_dtype_and_head_dim(DType t, int head_dim) {
+  if (t != DType::f16 && t != DType::bf16)
+    return Status::error("module 10 runs on the tensor cores and takes f16 or bf16 tensors "
+                         "(--dtype bf16 or --dtype f16), not " + std::string(dtype_name(t)));
+  if (head_dim % 8 != 0 || head_dim > 128)
+    return Status::error("module 10 moves K/V rows in 16-byte pieces and keeps a row of O in "
+                         "registers: head_dim must be a multiple of 8, at most 128 (got " +
+                         std::to_string(head_dim) + ")");
+  return Status::ok();
+}
+
+// The dense-Problem check the registry asks every module for: module 10 takes paged and packed
+// problems only.
+inline Status supports_dense(const Problem&) {
+  return Status::error("module 10 runs paged decoding (--seqlens-k or --random-seqlens) and "
+                       "packed prefill (--varlen), not dense problems");
+}
+
+// 16-row tiles of query rows per K/V head: the group's heads times the new tokens.
+inline int row_tiles(const PagedProblem& p) { return (p.group() * p.seq_q + 15) / 16; }
+
+inline Status supports(const PagedProblem& p) {
+  if (Status s = supports_dtype_and_head_dim(p.dtype, p.head_dim); !s) return s;
+  if (Status s = validate(p); !s) return s;
+  if (p.seq_q > kMaxQueryTokens)
+    return Status::error("module 10 decodes up to " + std::to_string(kMaxQueryTokens) +
+                         " query tokens per sequence (got --seq-q " + std::to_string(p.seq_q) +
+                         "); longer chunks are prefill (--varlen)");
+  if (p.batch > 65535 || int64_t(p.kv_heads) * row_tiles(p) > 65535)
+    return Status::error("module 10 puts sequences and K/V heads x row tiles on grid axes of "
+                         "at most 65535 blocks: batch " + std::to_string(p.batch) +
+                         ", kv_heads x row tiles " +
+                         std::to_string(int64_t(p.kv_heads) * row_tiles(p)));
+  return Status::ok();
+}
+
+inline Status supports(const VarlenProblem& p) {
+  if (Status s = supports_dtype_and_head_dim(p.dtype, p.head_dim); !s) return s;
+  return validate(p);
+}
+
+// ---- How the keys are split across blocks (README, section 3) -----------------------------
+
+// Each split reads keys [split * keys_per_split, (split + 1) * keys_per_split) of every
+// sequence (clipped to its length): a whole number of 64-key tiles.
+struct SplitPlan {
+  int splits = 1;
+  int keys_per_split = 64;
+};
+constexpr int kSplitKeyMultiple = 64;  // DecodeConfig::kKeys
+// A split shorter than this spends more on its fixed costs (Q, the merge, a partial row
+// written and read again) than on its keys.
+constexpr int kMinKeysPerSplit = 256;
+
+// The plan with about `splits` splits for p's longest sequence (1 to one per tile).
+inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
+  const int max_len = p.batch > 0 ? p.max_seqlen_k() : 0;
+  const int most = (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
+  splits = std::max(1, std::min(splits, std::max(1, most)));
+  SplitPlan plan;
+  const int per = (max_len + splits - 1) / splits;
+  plan.keys_per_split =
+      std::max(kSplitKeyMultiple, (per + kSplitKeyMultiple - 1) / kSplitKeyMultiple * kSplitKeyMultiple);
+  plan.splits = std::max(1, (max_len + plan.keys_per_split - 1) / plan.keys_per_split);
+  return plan;
+}
+
+// The heuristic: the work is every sequence's keys, once per (K/V head, row tile). Cut it into
+// about `waves` x (2 blocks per SM) x `sms` blocks, so every SM is busy and the last wave
+// is short, but never below kMinKeysPerSplit keys per split. Splits are the same for every
+// sequence; a short sequence's late splits are empty blocks that end at once.
+inline SplitPlan choose_splits(const PagedProblem& p, int sms, int waves = 2) {
+  if (p.batch == 0) return SplitPlan{};
+  const double work = double(p.total_keys()) * p.kv_heads * row_tiles(p);
+  const double target_blocks = 2.0 * sms * waves;
+  const double keys = std::max<double>(kMinKeysPerSplit, work / target_blocks);
+  const int max_len = p.max_seqlen_k();
+  return plan_with_splits(p, int(std::ceil(max_len / keys)));
+}
+
+// Bytes of the split partials: fp32 O and one log-sum-exp per output row, per split.
+inline size_t workspace_bytes(const PagedProblem& p, const SplitPlan& plan) {
+  if (plan.splits <= 1) return 0;
+  const int64_t rows_total = int64_t(p.batch) * p.seq_q * p.heads;
+  return size_t(plan.splits) * size_t(p.q_elements() + rows_total) * sizeof(float);
+}
+
+// The current GPU's SM count (asked once; 132 on an H100 SXM; 1 if there is no GPU).
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 1;
+    return n;
+  }();
+  return count;
+}
 
 // Bytes of fp32 split partials decode() needs for p on the current GPU.
-size_t decode_workspace_bytes(const PagedProblem& p);
+inline size_t decode_workspace_bytes(const PagedProblem& p) {
+  return workspace_bytes(p, choose_splits(p, sm_count()));
+}
 
 // ATTN_IMPL is `exercise` or `solution`, set by the build.
 namespace ATTN_IMPL {
