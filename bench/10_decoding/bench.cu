@@ -1,0 +1,313 @@
+// bench_10: module 10 measured. Decoding is memory-bound, so every decode row is reported in
+// GB/s beside the GPU's HBM read bandwidth measured by this program in the same run (a
+// kernel that only reads). Rows:
+//   read_hbm          the read kernel: the ceiling a decode kernel is held to
+//   decode            the solution (split plan from choose_splits), pages of --page-size
+//                     tokens shuffled through the pool
+//   decode_one_split  the same kernel with one split: one block per (sequence, K/V head),
+//                     the starved grid that split-KV fixes
+//   decode_mha_cache  GQA not exploited: the same queries over a cache with one K/V head per
+//                     query head (group times the bytes)
+//   prefill_varlen    packed prefill (module 07's kernel over cu_seqlens) beside module 07 on
+//                     a dense batch with the same tokens
+// Every kernel is first checked against the double reference on small shapes. Between timed
+// runs a 256 MiB memset evicts the 50 MiB L2, so no run reads K/V that the previous one left
+// in L2 (scripts/compare_torch_decode.py does the same for PyTorch).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/bench_json.h"
+#include "common/buffers.h"
+#include "common/cuda_check.h"
+#include "common/device.h"
+#include "common/paged.h"
+#include "common/paged_runner.h"
+#include "common/registry.h"
+#include "common/timing.h"
+#include "solutions/10_decoding/decode_steps.cuh"
+
+using namespace attn;
+
+namespace {
+
+// ---- Device-side inputs: random 16-bit values without a trip through the host ---------------
+
+__global__ void fill_random16(uint16_t* x, int64_t n, uint32_t seed, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+    const float u = float(h >> 8) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
+    x[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(u)) : __half_as_ushort(__float2half_rn(u));
+  }
+}
+
+void fill(DeviceBuffer<uint16_t>& b, uint32_t seed, DType t) {
+  if (b.size() == 0) return;
+  fill_random16<<<1024, 256>>>(b.get(), int64_t(b.size()), seed, t == DType::bf16);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- The HBM read ceiling --------------------------------------------------------------------
+
+__global__ void read_kernel(const uint4* __restrict__ x, int64_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = x[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; almost never stores
+}
+
+// Timing with the L2 evicted before every run (not timed).
+struct Flusher {
+  DeviceBuffer<unsigned char> buf{size_t(256) << 20};
+  void operator()(cudaStream_t s) { ATTN_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, buf.size(), s)); }
+};
+
+double median_ms(Flusher& flush, const std::function<void(cudaStream_t)>& run, int warmup,
+                 int iters) {
+  cudaStream_t s = nullptr;
+  for (int i = 0; i < warmup; ++i) flush(s), run(s);
+  std::vector<cudaEvent_t> ev(2 * size_t(iters));
+  for (auto& e : ev) ATTN_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    flush(s);
+    ATTN_CUDA_CHECK(cudaEventRecord(ev[2 * i], s));
+    run(s);
+    ATTN_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], s));
+  }
+  ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    float t = 0;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return summarize_times(ms).median_ms;
+}
+
+double measure_hbm_read(Flusher& flush, int iters) {
+  const size_t bytes = size_t(4) << 30;
+  DeviceBuffer<uint4> x(bytes / sizeof(uint4));
+  DeviceBuffer<uint32_t> sink(1);
+  ATTN_CUDA_CHECK(cudaMemset(x.get(), 1, bytes));
+  const DeviceInfo dev = query_device(0);
+  const double ms = median_ms(flush, [&](cudaStream_t s) {
+    read_kernel<<<dev.sm_count * 8, 512, 0, s>>>(x.get(), int64_t(x.size()), sink.get());
+  }, 2, iters);
+  return double(bytes) / (ms * 1e-3) / 1e9;
+}
+
+// ---- Decode on device-filled inputs ------------------------------------------------------------
+
+struct DecodeBuffers {
+  DeviceBuffer<uint16_t> q, k, v, o;
+  DeviceBuffer<int32_t> table, lens;
+  DeviceBuffer<unsigned char> work;
+  PagedDevicePtrs ptrs;
+  DecodeBuffers(const PagedProblem& p, size_t work_bytes, uint64_t seed)
+      : q(size_t(p.q_elements())), k(size_t(p.cache_elements())), v(size_t(p.cache_elements())),
+        o(size_t(p.q_elements())), table(make_block_table(p, true, seed)),
+        lens(std::vector<int32_t>(p.seqlens_k.begin(), p.seqlens_k.end())), work(work_bytes) {
+    fill(q, uint32_t(seed), p.dtype), fill(k, uint32_t(seed) + 1, p.dtype);
+    fill(v, uint32_t(seed) + 2, p.dtype);
+    ptrs.q = q.get(), ptrs.k_cache = k.get(), ptrs.v_cache = v.get();
+    ptrs.block_table = table.get(), ptrs.seqlens_k = lens.get(), ptrs.o = o.get();
+    ptrs.workspace = work.get(), ptrs.workspace_bytes = work.size();
+  }
+};
+
+using Steps = m10::ladder::DecodeSteps;
+
+struct Options {
+  bool quick = false;
+  int iters = 20, warmup = 3, page_size = 16;
+  std::string out = "bench10.json";
+};
+
+std::string check_row(const PagedProblem& small, const Kernel& kern, double* err) {
+  const InferenceCheck r = check_decode(kern, small, random_paged_inputs(small, 11, true));
+  *err = r.status ? r.comparison.rel_l2_error : -1;
+  if (!r.passed()) return "FAILED " + (r.status ? r.comparison.summary() : r.status.message());
+  return "ok";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_10: module 10 (decoding, paged KV cache, packed prefill) measured"};
+  Options opt;
+  app.add_flag("--quick", opt.quick, "fewer shapes");
+  app.add_option("--iters", opt.iters, "timed runs per shape");
+  app.add_option("--page-size", opt.page_size, "tokens per page (power of two)");
+  app.add_option("--out", opt.out, "JSON file to write");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const DeviceInfo dev = query_device(0);
+    const Kernel* m10 = find_kernel(10, Impl::solution);
+    const Kernel* m07 = find_kernel(7, Impl::solution);
+    if (!m10 || !m10->inference || !m07) {
+      std::fprintf(stderr, "bench_10: modules 07 and 10 must be linked\n");
+      return 1;
+    }
+    Flusher flush;
+    const double hbm = measure_hbm_read(flush, opt.iters);
+    std::printf("%s: HBM read %.0f GB/s (measured), %.0f GB/s (spec sheet)\n", dev.name.c_str(),
+                hbm, dev.peak_bandwidth_gbs);
+
+    // Checks first: the kernel every row times, on shapes with the same paths.
+    std::vector<json::Object> checks;
+    for (auto [lens, seq_q, causal] :
+         {std::tuple{std::vector<int>{0, 1, 17, 1000, 20000}, 1, false},
+          std::tuple{std::vector<int>{5, 3000}, 4, true}}) {
+      const PagedProblem small =
+          PagedProblem::make(32, 8, 128, seq_q, lens, opt.page_size, causal, DType::bf16);
+      double err = 0;
+      const std::string status = check_row(small, *m10, &err);
+      std::printf("check %s: %s (rel L2 %.2e)\n", small.describe().c_str(), status.c_str(), err);
+      checks.push_back(json::Object().add("shape", small.describe()).add("status", status)
+                           .add("rel_l2", err));
+      if (status != "ok") return 1;
+    }
+
+    std::vector<json::Object> rows;
+    std::printf("\n%-18s %5s %4s %4s %7s %6s %9s %8s %6s\n", "kernel", "batch", "H", "KVH",
+                "seq_k", "splits", "ms", "GB/s", "of HBM");
+    auto report = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan,
+                      double ms) {
+      const double gbs = paged_bytes(p) / (ms * 1e-3) / 1e9;
+      std::printf("%-18s %5d %4d %4d %7d %6d %9.4f %8.0f %5.0f%%\n", name, p.batch, p.heads,
+                  p.kv_heads, p.max_seqlen_k(), plan.splits, ms, gbs, 100 * gbs / hbm);
+      rows.push_back(json::Object().add("kernel", name).add("batch", p.batch)
+                         .add("heads", p.heads).add("kv_heads", p.kv_heads)
+                         .add("head_dim", p.head_dim).add("seq_q", p.seq_q)
+                         .add("seq_k", p.max_seqlen_k()).add("page_size", p.page_size)
+                         .add("dtype", dtype_name(p.dtype)).add("splits", plan.splits)
+                         .add("keys_per_split", plan.keys_per_split).add("median_ms", ms)
+                         .add("bytes", paged_bytes(p)).add("gbs", gbs)
+                         .add("fraction_of_hbm_read", gbs / hbm));
+    };
+    auto time_decode = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan) {
+      DecodeBuffers buf(p, m10::workspace_bytes(p, plan), 5);
+      const double ms = median_ms(flush, [&](cudaStream_t s) {
+        const Status st = m10::decode_with<Steps>(p, buf.ptrs, s, plan);
+        if (!st) throw std::runtime_error(st.message());
+      }, opt.warmup, opt.iters);
+      report(name, p, plan, ms);
+    };
+
+    // The issue's shapes: 32 query heads over 8 K/V heads, d = 128, one new token.
+    std::vector<int> seqs = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+    std::vector<int> batches = {1, 4, 16, 32, 64, 128};
+    if (opt.quick) seqs = {4096, 32768}, batches = {1, 32};
+    for (int n : seqs) {
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
+                                                opt.page_size, false, DType::bf16);
+      time_decode("decode", p, m10::choose_splits(p, dev.sm_count));
+    }
+    for (int b : batches)
+      for (int n : {4096, 32768}) {
+        if (int64_t(b) * n > int64_t(32) * 131072) continue;  // 17 GB of cache at most
+        const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(b, n),
+                                                  opt.page_size, false, DType::bf16);
+        time_decode("decode", p, m10::choose_splits(p, dev.sm_count));
+      }
+    for (int n : {4096, 32768}) {
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
+                                                opt.page_size, false, DType::bf16);
+      time_decode("decode_one_split", p, m10::plan_with_splits(p, 1));
+      const PagedProblem mha = PagedProblem::make(32, 32, 128, 1, std::vector<int>(32, n),
+                                                  opt.page_size, false, DType::bf16);
+      time_decode("decode_mha_cache", mha, m10::choose_splits(mha, dev.sm_count));
+    }
+    // Variable lengths: 32 sequences of random lengths up to 32768.
+    {
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, random_seqlens(32, 32768, 3),
+                                                opt.page_size, false, DType::bf16);
+      time_decode("decode_varlen", p, m10::choose_splits(p, dev.sm_count));
+    }
+
+    // Packed prefill beside module 07 on the same tokens.
+    std::vector<json::Object> prefill_rows;
+    std::printf("\n%-22s %6s %4s %4s %7s %9s %8s\n", "kernel", "seqs", "H", "D", "causal", "ms",
+                "TFLOP/s");
+    for (auto [heads, d] : {std::pair{32, 64}, {16, 128}})
+      for (bool causal : {false, true})
+        for (bool random_lengths : {false, true}) {
+          std::vector<int> lens(16, 1024);
+          if (random_lengths) {
+            std::mt19937 gen(9);
+            int total = 0;
+            lens.clear();
+            while (total < 16384) {
+              const int n = std::min(16384 - total, int(gen() % 2047) + 1);
+              lens.push_back(n), total += n;
+            }
+          }
+          const VarlenProblem vp = VarlenProblem::make(heads, heads, d, lens, lens, causal);
+          const int64_t tq = vp.total_q();
+          DeviceBuffer<uint16_t> q(size_t(tq * heads * d)), k(size_t(tq * heads * d)),
+              v(size_t(tq * heads * d)), o(size_t(tq * heads * d));
+          fill(q, 1, vp.dtype), fill(k, 2, vp.dtype), fill(v, 3, vp.dtype);
+          DeviceBuffer<int32_t> cu_q(vp.cu_seqlens_q()), cu_k(vp.cu_seqlens_k());
+          const double ms_var = median_ms(flush, [&](cudaStream_t s) {
+            const Status st = m10->inference->prefill(vp, q.get(), k.get(), v.get(), cu_q.get(),
+                                                      cu_k.get(), o.get(), s);
+            if (!st) throw std::runtime_error(st.message());
+          }, opt.warmup, opt.iters);
+          const double tf_var = varlen_flops(vp) / (ms_var * 1e-3) / 1e12;
+          std::printf("%-22s %6d %4d %4d %7s %9.4f %8.1f\n",
+                      random_lengths ? "prefill_varlen_random" : "prefill_varlen_1024",
+                      vp.batch(), heads, d, causal ? "yes" : "no", ms_var, tf_var);
+          prefill_rows.push_back(json::Object().add("kernel", random_lengths ? "prefill_varlen_random" : "prefill_varlen_1024")
+                                     .add("sequences", vp.batch()).add("total_tokens", tq)
+                                     .add("heads", heads).add("head_dim", d).add("causal", causal)
+                                     .add("median_ms", ms_var).add("flops", varlen_flops(vp))
+                                     .add("tflops", tf_var));
+          if (random_lengths) continue;
+          // Module 07 on the dense batch of the same 16 x 1024 tokens.
+          Problem dp = Problem::make(16, heads, 1024, 1024, d, causal, Layout::BSHD);
+          dp.dtype = vp.dtype;
+          const double ms_07 = median_ms(flush, [&](cudaStream_t s) {
+            const Status st = m07->forward16(dp, q.get(), k.get(), v.get(), o.get(), s);
+            if (!st) throw std::runtime_error(st.message());
+          }, opt.warmup, opt.iters);
+          const double tf_07 = attention_flops(dp) / (ms_07 * 1e-3) / 1e12;
+          std::printf("%-22s %6d %4d %4d %7s %9.4f %8.1f   (varlen / dense time %.3f)\n",
+                      "module07_dense_1024", 16, heads, d, causal ? "yes" : "no", ms_07, tf_07,
+                      ms_var / ms_07);
+          prefill_rows.push_back(json::Object().add("kernel", "module07_dense_1024")
+                                     .add("sequences", 16).add("total_tokens", tq)
+                                     .add("heads", heads).add("head_dim", d).add("causal", causal)
+                                     .add("median_ms", ms_07).add("flops", attention_flops(dp))
+                                     .add("tflops", tf_07).add("varlen_over_dense_time", ms_var / ms_07));
+        }
+
+    json::Document doc("attn-decode-bench/1");
+    doc.field("device", json::device(dev).add("measured_hbm_read_gbs", hbm));
+    doc.field("created", "\"" + json::utc_now() + "\"");
+    doc.field("timing", "\"median of event-timed runs after warm-up, L2 evicted before each\"");
+    doc.list("checks", checks).list("decode", rows).list("prefill", prefill_rows);
+    if (Status s = doc.write(opt.out); !s) {
+      std::fprintf(stderr, "bench_10: %s\n", s.message().c_str());
+      return 1;
+    }
+    std::printf("\nwrote %s\n", opt.out.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_10: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
