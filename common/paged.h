@@ -81,8 +81,9 @@ struct PagedProblem {
 
 // Sizes, head_dim, kv_heads | heads, page size a power of two in [1, kMaxPageSize], lengths
 // >= 0, the table wide enough for the longest sequence, the pool large enough, 32-bit limits.
-// One line on failure, e.g. "sequence 2 has 5000 keys, more than its 312 table entries of 16
-// tokens hold (--page-size or the block table is too small)".
+// One line on failure, e.g. "sequence 2 has 5000 keys, more than its table row of 312 pages x
+// 16 tokens holds: widen the block table or use larger pages". Sequences may share pool pages
+// (a common prefix), so the pool needs only the longest sequence's pages.
 Status validate(const PagedProblem& p);
 // Every entry a sequence uses (its first pages_of(b) columns) is a page in [0, num_pages).
 // "block_table[1][3] = 900 points past the cache (900 pages)".
@@ -109,6 +110,12 @@ struct PagedInputs {
   std::vector<int32_t> block_table;      // table_elements()
   uint64_t seed = 0;
 };
+// Q, the caches and the table have the sizes p gives them, and the table passes
+// validate_block_table: "Q holds 96 values, expected batch x seq_q x heads x head_dim = 128".
+Status validate_inputs(const PagedProblem& p, const PagedInputs& in);
+// Rounds Q and the caches to type t in place (nothing for f32), as round_inputs
+// (common/runner.h) does for dense inputs.
+void round_inputs(PagedInputs& in, DType t);
 // Uniform random Q and caches in [-range, range) rounded to p.dtype (pool pages no sequence
 // uses are filled too: a kernel that reads them gets a wrong answer, not a lucky zero), and
 // make_block_table(p, shuffle_pages, seed).
@@ -116,7 +123,8 @@ PagedInputs random_paged_inputs(const PagedProblem& p, uint64_t seed, bool shuff
                                 float range = 1.0f);
 
 // O for p (q_elements() values, Q's layout) in double precision, reading the cache through the
-// block table. Rows that see no key are 0.
+// block table. Rows that see no key are 0. Throws std::invalid_argument when
+// validate_inputs(p, in) fails (a bad table entry would read outside the cache).
 std::vector<double> paged_reference(const PagedProblem& p, const PagedInputs& in);
 
 // ---- Prefill of packed variable-length sequences -------------------------------------------
@@ -143,21 +151,31 @@ struct VarlenProblem {
   int64_t total_k() const;
   int max_seqlen_q() const;
   int max_seqlen_k() const;
+  // Keys [0, this) of sequence b are visible to its query i (causal: bottom-right aligned).
+  int visible_keys(int b, int i) const;
   // The dense Problem of sequence b alone (BSHD strides of the packed tensors): what module
   // 07 would run for it, and what the reference computes per sequence.
   Problem sequence(int b) const;
   std::string describe() const;
 };
 
+// Sizes, head_dim, kv_heads | heads, one length >= 0 per sequence in each list, at least one
+// query in all, 32-bit limits; one line on failure.
 Status validate(const VarlenProblem& p);
 double varlen_flops(const VarlenProblem& p);  // sum over sequences of attention_flops
+// The least a prefill kernel moves: Q, K, V read once and O written once (bytes of p.dtype).
+double varlen_bytes(const VarlenProblem& p);
 
 struct VarlenInputs {
   std::vector<float> q, k, v;  // packed, rounded to p.dtype
   uint64_t seed = 0;
 };
 VarlenInputs random_varlen_inputs(const VarlenProblem& p, uint64_t seed, float range = 1.0f);
-// O [total_q, heads, head_dim] in double precision.
+// Q, K, V hold total_q * heads * head_dim and total_k * kv_heads * head_dim values.
+Status validate_inputs(const VarlenProblem& p, const VarlenInputs& in);
+void round_inputs(VarlenInputs& in, DType t);
+// O [total_q, heads, head_dim] in double precision; rows that see no key are 0. Throws
+// std::invalid_argument when validate_inputs(p, in) fails.
 std::vector<double> varlen_reference(const VarlenProblem& p, const VarlenInputs& in);
 
 // ---- The device entry points of an inference module (module 10) ---------------------------

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
+
+#include "common/parallel.h"
 
 namespace attn {
 
@@ -48,25 +49,15 @@ std::vector<double> reference_attention(const Problem& p, const std::vector<floa
                                         const std::vector<float>& k, const std::vector<float>& v) {
   std::vector<double> o(size_t(p.o_elements()), 0.0);
   const int64_t rows = int64_t(p.batch) * p.heads * p.seq_q;
-  const int64_t work_per_row = int64_t(p.seq_k) * p.head_dim;
-  // Threads only pay off for real work; tiny problems stay on one thread.
-  const int64_t max_threads = std::max<int64_t>(1, rows * work_per_row / (1 << 16));
-  const int threads = int(std::min<int64_t>(
-      {int64_t(std::max(1u, std::thread::hardware_concurrency())), max_threads, rows}));
-
-  auto worker = [&](int t) {
+  parallel_rows(rows, int64_t(p.seq_k) * p.head_dim, [&](int64_t first, int64_t stride) {
     std::vector<double> scores(static_cast<size_t>(p.seq_k));
-    for (int64_t r = t; r < rows; r += threads) {  // interleaved: causal rows differ in cost
+    for (int64_t r = first; r < rows; r += stride) {
       const int i = int(r % p.seq_q);
       const int h = int((r / p.seq_q) % p.heads);
       const int b = int(r / (int64_t(p.seq_q) * p.heads));
       reference_row(p, q.data(), k.data(), v.data(), o.data(), b, h, i, scores);
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (auto& th : pool) th.join();
+  });
   return o;
 }
 

@@ -23,10 +23,16 @@ std::string Kernel::label() const {
 }
 
 bool Kernel::accepts(DType t) const {
-  return t == DType::f32 ? forward != nullptr : forward16 != nullptr;
+  return t == DType::f32 ? forward != nullptr : forward16 != nullptr || inference != nullptr;
 }
 
 DType Kernel::native_dtype() const { return forward ? DType::f32 : DType::bf16; }
+
+Status refuse_dense_problem(const Problem& p) {
+  return Status::error(p.describe() + " is a dense problem; this module runs inference: decode "
+                       "over a paged KV cache (--seqlens-k 1,17,4096) or packed variable-length "
+                       "prefill (--varlen --seqlens-k 100,37,512)");
+}
 
 bool register_kernel(Kernel kernel) {
   registry().push_back(std::move(kernel));

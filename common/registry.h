@@ -34,6 +34,10 @@ using Forward16Fn = Status (*)(const Problem& p, const void* q, const void* k, c
                                void* o, cudaStream_t stream);
 using SupportsFn = Status (*)(const Problem& p);
 
+// The entry points of an inference module (module 10): decode over a paged KV cache and
+// packed variable-length prefill (common/paged.h).
+struct InferenceEntry;
+
 struct Kernel {
   int module = 0;           // 0, 1, 2, ...
   std::string name;         // "naive"
@@ -43,14 +47,22 @@ struct Kernel {
   SupportsFn supports = nullptr;  // shape checks shared by exercise and solution
   ForwardFn forward = nullptr;      // fp32 tensors (modules 00-06); nullptr if none
   Forward16Fn forward16 = nullptr;  // f16/bf16 tensors (module 07 on); nullptr if none
+  // An inference module's entry points (paged decode, varlen prefill); nullptr for the modules
+  // that run dense Problems. Such a module's `supports` refuses every dense Problem.
+  const InferenceEntry* inference = nullptr;
 
   std::string label() const;  // "01_naive/solution"
-  // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16.
+  // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16 or
+  // the inference entry points (16-bit only, as serving engines run them).
   bool accepts(DType t) const;
   // The type the CLI and the benchmark use when none is asked for: f32 when the module has
   // an fp32 forward, else bf16 (the usual training/inference type on Ampere and Hopper).
   DType native_dtype() const;
 };
+
+// The `supports` of an inference module: a dense Problem is not its job. The one line says
+// what to run instead: decode over a paged cache (--seqlens-k) or packed prefill (--varlen).
+Status refuse_dense_problem(const Problem& p);
 
 // Called by ATTN_REGISTER_MODULE at program start.
 bool register_kernel(Kernel kernel);
@@ -85,4 +97,15 @@ const Kernel* find_kernel(int module, Impl impl);
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
       number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
       forward16_fn});                                                                      \
+  }
+
+// Registers an inference module (module 10): `entry` is a `static const attn::InferenceEntry`
+// with its decode / prefill / append entry points; `supports_fn` is the dense SupportsFn
+// (attn::refuse_dense_problem, or one that says more). It takes f16 and bf16 tensors, bf16 by
+// default: `attn run --module 10 --seqlens-k 1,17,4096 --dtype f16`.
+#define ATTN_REGISTER_MODULE_INFERENCE(number, name, title, supports_fn, entry)              \
+  namespace {                                                                              \
+  const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
+      nullptr, &(entry)});                                                                 \
   }
