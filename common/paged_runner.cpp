@@ -105,7 +105,7 @@ PagedDeviceTensors::PagedDeviceTensors(const Kernel& kernel, const PagedProblem&
 void PagedDeviceTensors::poison_output() {
   o_.poison();
   // The split partials too: a combine step that reads a partial no split wrote then reads
-  // NaN and fails the check, instead of a stale value from the previous run.
+  // NaN and fails the check, instead of a stale value left by an earlier call.
   workspace_.poison();
 }
 
