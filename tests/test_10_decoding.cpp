@@ -66,12 +66,12 @@ bool check_decode(const PagedProblem& p, bool shuffle, const char* lesson, float
              " outputs were never written: query_row maps two rows to the same (token, head), "
              "so some (token, head) gets no row (" + kGqa + ")";
   if (c.nan_count > c.unwritten)
-    hints += "\n  - NaN in the output: a split that saw no key left lse = -inf; combine must "
-             "give it weight 0, and return 0 when every split is empty, instead of computing "
-             "2^(-inf - -inf) (" + std::string(kSplit) + ")";
+    hints += "\n  - NaN in the output: a split that saw no key left lse = -inf; "
+             "combine_weights must give it weight 0, and all weights 0 when every split is "
+             "empty, instead of computing 2^(-inf - -inf) (" + std::string(kSplit) + ")";
   if (all_zero(r.output, c.elements) && p.total_keys() > 0)
-    hints += "\n  - every output is 0: split_keys gives every split an empty range, or combine "
-             "returns 0 (" + std::string(kSplit) + ")";
+    hints += "\n  - every output is 0: split_keys gives every split an empty range, or "
+             "combine_weights leaves every weight 0 (" + std::string(kSplit) + ")";
   if (shuffle && c.nan_count == 0) {
     PagedInputs ordered = in;
     ordered.block_table = make_block_table(p, false, seed);

@@ -130,6 +130,15 @@ struct DecodeBuffers {
 
 using Steps = m10::ladder::DecodeSteps;
 
+template <class A, class B>
+struct Configs {
+  using C64 = A;
+  using C128 = B;
+};
+using Production = Configs<m10::Decode64, m10::Decode128>;
+using TwoStages = Configs<m10::DecodeConfig<64, 4>, m10::DecodeConfig<128, 2>>;
+using FourStages = Configs<m10::DecodeConfig<64, 8>, m10::DecodeConfig<128, 4>>;
+
 struct Options {
   bool quick = false;
   int iters = 20, warmup = 3, page_size = 16;
@@ -199,10 +208,14 @@ int main(int argc, char** argv) {
                          .add("bytes", paged_bytes(p)).add("gbs", gbs)
                          .add("fraction_of_hbm_read", gbs / hbm));
     };
-    auto time_decode = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan) {
+    // Times decode with a plan and the configurations C64, C128 (default: production).
+    auto time_decode = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan,
+                           auto configs) {
+      using Configs = decltype(configs);
       DecodeBuffers buf(p, m10::workspace_bytes(p, plan), 5);
       const double ms = median_ms(flush, [&](cudaStream_t s) {
-        const Status st = m10::decode_with<Steps>(p, buf.ptrs, s, plan);
+        const Status st = m10::decode_with<Steps, typename Configs::C64, typename Configs::C128>(
+            p, buf.ptrs, s, plan);
         if (!st) throw std::runtime_error(st.message());
       }, opt.warmup, opt.iters);
       report(name, p, plan, ms);
@@ -215,28 +228,40 @@ int main(int argc, char** argv) {
     for (int n : seqs) {
       const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
                                                 opt.page_size, false, DType::bf16);
-      time_decode("decode", p, m10::choose_splits(p, dev.sm_count));
+      time_decode("decode", p, m10::choose_splits(p, dev.sm_count), Production{});
     }
     for (int b : batches)
       for (int n : {4096, 32768}) {
         if (int64_t(b) * n > int64_t(32) * 131072) continue;  // 17 GB of cache at most
         const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(b, n),
                                                   opt.page_size, false, DType::bf16);
-        time_decode("decode", p, m10::choose_splits(p, dev.sm_count));
+        time_decode("decode", p, m10::choose_splits(p, dev.sm_count), Production{});
       }
     for (int n : {4096, 32768}) {
       const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
                                                 opt.page_size, false, DType::bf16);
-      time_decode("decode_one_split", p, m10::plan_with_splits(p, 1));
+      time_decode("decode_one_split", p, m10::plan_with_splits(p, 1), Production{});
       const PagedProblem mha = PagedProblem::make(32, 32, 128, 1, std::vector<int>(32, n),
                                                   opt.page_size, false, DType::bf16);
-      time_decode("decode_mha_cache", mha, m10::choose_splits(mha, dev.sm_count));
+      time_decode("decode_mha_cache", mha, m10::choose_splits(mha, dev.sm_count), Production{});
+    }
+    // The split heuristic's target (waves of 2 blocks per SM) and the ring depth, on the
+    // shapes where they matter most.
+    for (auto [b, n] : {std::pair{32, 4096}, {32, 32768}, {1, 32768}, {128, 4096}}) {
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(b, n),
+                                                opt.page_size, false, DType::bf16);
+      for (int waves : {1, 3, 4, 8}) {
+        const std::string name = "decode_waves" + std::to_string(waves);
+        time_decode(name.c_str(), p, m10::choose_splits(p, dev.sm_count, waves), Production{});
+      }
+      time_decode("decode_stages2", p, m10::choose_splits(p, dev.sm_count), TwoStages{});
+      time_decode("decode_stages4", p, m10::choose_splits(p, dev.sm_count), FourStages{});
     }
     // Variable lengths: 32 sequences of random lengths up to 32768.
     {
       const PagedProblem p = PagedProblem::make(32, 8, 128, 1, random_seqlens(32, 32768, 3),
                                                 opt.page_size, false, DType::bf16);
-      time_decode("decode_varlen", p, m10::choose_splits(p, dev.sm_count));
+      time_decode("decode_varlen", p, m10::choose_splits(p, dev.sm_count), Production{});
     }
 
     // Packed prefill beside module 07 on the same tokens.

@@ -77,12 +77,14 @@ constexpr int kSplitKeyMultiple = 64;  // DecodeConfig::kKeys
 // A split shorter than this spends more on its fixed costs (Q, the merge, a partial row
 // written and read again) than on its keys.
 constexpr int kMinKeysPerSplit = 256;
+// The combine kernel keeps a row's log-sum-exps in shared memory: at most this many splits.
+constexpr int kMaxSplits = 1024;
 
 // The plan with about `splits` splits for p's longest sequence (1 to one per tile).
 inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
   const int max_len = p.batch > 0 ? p.max_seqlen_k() : 0;
   const int most = (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
-  splits = std::max(1, std::min(splits, std::max(1, most)));
+  splits = std::max(1, std::min({splits, std::max(1, most), kMaxSplits}));
   SplitPlan plan;
   const int per = (max_len + splits - 1) / splits;
   plan.keys_per_split =

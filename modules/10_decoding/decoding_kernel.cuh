@@ -7,7 +7,7 @@
 //   Steps::key_offset(prm, pages, key, kvh) paging: where key `key` of a sequence lives in
 //                                           the cache, through its block-table row `pages`
 //   Steps::split_keys(prm, split, seqlen)   split-KV: the keys split `split` reads
-//   Steps::combine(lse, o, splits, ...)     the log-sum-exp merge of the splits' partials
+//   Steps::combine_weights(lse, n, w)       the log-sum-exp merge: each split's weight
 //   Steps::sequence(cu_q, cu_k, b)          packed prefill: sequence b's rows and lengths
 //
 // The decode kernel. One block per (split, K/V head x 16-row tile, sequence). Its 16 rows are
@@ -94,25 +94,35 @@ struct SequenceRows {
   int k_len;
 };
 
-template <int D_>
+// One configuration of the decode kernel: D (head_dim padded to 64 or 128) and the number of
+// ring stages. kMinBlocks blocks fit on an SM by shared memory (2 up to ~113 KB each).
+template <int D_, int kStages_>
 struct DecodeConfig {
-  static constexpr int D = D_;  // head_dim padded to 64 or 128 (padding columns are zeros)
+  static constexpr int D = D_;  // padding columns are zeros
+  static constexpr int kStages = kStages_;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16;               // query rows per block: one mma row tile
   static constexpr int kKeys = 16 * kWarps;      // keys per tile: a 16-key slice per warp
-  static constexpr int kStages = D == 64 ? 6 : 3;  // ~100 KB of stages: 2 blocks per SM
   static constexpr int kTileElems = kKeys * D;
   static constexpr int kRingElems = kStages * 2 * kTileElems;  // [K0 V0 | K1 V1 | ...]
   static constexpr int kQOffset = kRingElems;
   static constexpr int kSmemBytes = 2 * (kRingElems + kRows * D);
+  static constexpr int kMinBlocks = kSmemBytes <= 113 * 1024 ? 2 : 1;
   // The end-of-block merge reuses the ring: per warp, O (padded rows: fewer bank conflicts
   // on the float2 stores), m and l.
   static constexpr int kMergeStride = D + 8;
   static constexpr int kMergeFloats = kWarps * kRows * (kMergeStride + 2);
+  static_assert(D == 64 || D == 128, "D is 64 or 128");
+  static_assert(kStages >= 2, "a ring of at least two stages");
   static_assert(4 * kMergeFloats <= 2 * kRingElems, "the merge fits in the ring");
-  static_assert(kSmemBytes <= 113 * 1024, "two blocks per SM");
+  static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };
+
+// The production configurations (README, section 7): about 100 KB of stages, two blocks per
+// SM, and two tiles of K and V in flight per block.
+using Decode64 = DecodeConfig<64, 6>;
+using Decode128 = DecodeConfig<128, 3>;
 
 // The first key a row does not see: the split's end, and with the causal mask the position of
 // the row's token (bottom-right alignment: token i of seq_q sits at seqlen - seq_q + i).
@@ -122,10 +132,10 @@ __device__ __forceinline__ int row_end(int seqlen, int seq_q, int token, int spl
   return min(split_end, max(0, seqlen - seq_q + token + 1));
 }
 
-template <class Steps, class T, int D, bool kCausal>
-__global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
+template <class Steps, class T, class C, bool kCausal>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     decode_kernel(const DecodeParams prm) {
-  using C = DecodeConfig<D>;
+  constexpr int D = C::D;
   extern __shared__ __align__(128) uint16_t smem[];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int split = int(blockIdx.x);
@@ -154,21 +164,6 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
   }
   const int tiles = load_end > begin ? (load_end - begin + C::kKeys - 1) / C::kKeys : 0;
 
-  // Q: the block's 16 rows into shared memory (zeros for rows past the group and columns
-  // past head_dim), then into A fragments for the whole kernel.
-  uint16_t* const q_tile = smem + C::kQOffset;
-  for (int i = tid; i < C::kRows * (D / 8); i += C::kThreads) {
-    const int r = i / (D / 8), c = i % (D / 8), row = row0 + r;
-    uint4 x = make_uint4(0u, 0u, 0u, 0u);
-    if (row < rows && c * 8 < prm.head_dim) {
-      const QueryRow qr = Steps::query_row(prm, row);
-      const int head = kv_head * prm.group + qr.head_in_group;
-      x = *reinterpret_cast<const uint4*>(
-          prm.q + ((int64_t(b) * prm.seq_q + qr.token) * prm.heads + head) * prm.head_dim + c * 8);
-    }
-    *reinterpret_cast<uint4*>(q_tile + chunk_offset<D, true>(r, c)) = x;
-  }
-
   // Copies tile t (keys begin + kKeys t ...) of K and V into stage `slot`: 16-byte pieces,
   // consecutive threads on consecutive pieces of a row. Keys the block does not read and
   // padding columns become zeros (a zero V row times p = 0 is 0; garbage could be NaN).
@@ -190,6 +185,22 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
     if (s < tiles) load_tile(s, s);
     device::cp_async_commit();  // empty groups keep the wait counts uniform
   }
+  // Q: the block's 16 rows into shared memory (zeros for rows past the group and columns
+  // past head_dim), then into A fragments for the whole kernel. Loaded after the first K/V
+  // copies are issued, so that its wait overlaps theirs.
+  uint16_t* const q_tile = smem + C::kQOffset;
+  for (int i = tid; i < C::kRows * (D / 8); i += C::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8), row = row0 + r;
+    uint4 x = make_uint4(0u, 0u, 0u, 0u);
+    if (row < rows && c * 8 < prm.head_dim) {
+      const QueryRow qr = Steps::query_row(prm, row);
+      const int head = kv_head * prm.group + qr.head_in_group;
+      x = *reinterpret_cast<const uint4*>(
+          prm.q + ((int64_t(b) * prm.seq_q + qr.token) * prm.heads + head) * prm.head_dim + c * 8);
+    }
+    *reinterpret_cast<uint4*>(q_tile + chunk_offset<D, true>(r, c)) = x;
+  }
+
   __syncthreads();  // Q tile written
 
   uint32_t qa[D / 16][4];
@@ -316,17 +327,28 @@ __global__ void __launch_bounds__(DecodeConfig<D>::kThreads, 2)
   }
 }
 
-// The combine kernel: one warp per output row (b, token, head), lanes over the columns.
+// The combine kernel: one block per output row (b, token, head). The row's log-sum-exps go
+// to shared memory, one thread turns them into weights (Steps::combine_weights), and the
+// threads sum the weighted partials, one column each: the loads of the splits are independent,
+// so they are in flight together.
 template <class Steps, class T>
-__global__ void combine_kernel(const DecodeParams prm) {
+__global__ void __launch_bounds__(128) combine_kernel(const DecodeParams prm) {
+  __shared__ float lse[kMaxSplits];
+  __shared__ float weight[kMaxSplits];
   const int64_t rows_total = int64_t(prm.batch) * prm.seq_q * prm.heads;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= rows_total) return;
-  for (int col = int(threadIdx.x) % 32; col < prm.head_dim; col += 32) {
-    const float value =
-        Steps::combine(prm.partial_lse + row, prm.partial_o + row * prm.head_dim + col,
-                       prm.splits, rows_total, rows_total * prm.head_dim);
-    prm.o[row * prm.head_dim + col] = to_bits<T>(value);
+  const int64_t row = blockIdx.x;
+  for (int s = int(threadIdx.x); s < prm.splits; s += int(blockDim.x))
+    lse[s] = prm.partial_lse[s * rows_total + row];
+  __syncthreads();
+  if (threadIdx.x == 0) Steps::combine_weights(lse, prm.splits, weight);
+  __syncthreads();
+  const int64_t stride = rows_total * prm.head_dim;
+  for (int col = int(threadIdx.x); col < prm.head_dim; col += int(blockDim.x)) {
+    const float* o = prm.partial_o + row * prm.head_dim + col;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < prm.splits; ++s) acc += weight[s] * o[s * stride];
+    prm.o[row * prm.head_dim + col] = to_bits<T>(acc);
   }
 }
 
@@ -391,10 +413,9 @@ inline Status require_sm80_decode() {
                        "cp.async); this one is sm_" + std::to_string(cc));
 }
 
-template <class Steps, class T, int D>
+template <class Steps, class T, class C>
 Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const SplitPlan& plan,
                      cudaStream_t stream) {
-  using C = DecodeConfig<D>;
   DecodeParams prm = make_params(p, plan);
   prm.q = static_cast<const uint16_t*>(t.q);
   prm.k_cache = static_cast<const uint16_t*>(t.k_cache);
@@ -410,8 +431,8 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
     prm.partial_lse = prm.partial_o + int64_t(plan.splits) * p.q_elements();
   }
   using Kernel = void (*)(DecodeParams);
-  static const Kernel kernels[2] = {decode_kernel<Steps, T, D, false>,
-                                    decode_kernel<Steps, T, D, true>};
+  static const Kernel kernels[2] = {decode_kernel<Steps, T, C, false>,
+                                    decode_kernel<Steps, T, C, true>};
   static const cudaError_t opt_in = [] {
     for (Kernel k : kernels)
       if (cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -426,26 +447,28 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
   ATTN_CUDA_RETURN(cudaGetLastError());
   if (plan.splits > 1) {
     const int64_t rows_total = int64_t(p.batch) * p.seq_q * p.heads;
-    constexpr int kRowsPerBlock = 8;  // 8 warps
-    combine_kernel<Steps, T><<<unsigned((rows_total + kRowsPerBlock - 1) / kRowsPerBlock),
-                               32 * kRowsPerBlock, 0, stream>>>(prm);
+    combine_kernel<Steps, T><<<unsigned(rows_total), 128, 0, stream>>>(prm);
     ATTN_CUDA_RETURN(cudaGetLastError());
   }
   return Status::ok();
 }
 
-template <class Steps>
+// decode() with a given split plan and configurations (the benchmark tries others).
+template <class Steps, class C64 = Decode64, class C128 = Decode128>
 Status decode_with(const PagedProblem& p, const PagedDevicePtrs& t, cudaStream_t stream,
                    SplitPlan plan) {
   if (Status s = supports(p); !s) return s;
   if (Status s = require_sm80_decode(); !s) return s;
   if (p.batch == 0) return Status::ok();
+  if (plan.splits > kMaxSplits)
+    return Status::error("module 10: a split plan of more than " + std::to_string(kMaxSplits) +
+                         " splits");
   const bool bf16 = p.dtype == DType::bf16;
   if (p.head_dim <= 64)
-    return bf16 ? launch_decode<Steps, __nv_bfloat16, 64>(p, t, plan, stream)
-                : launch_decode<Steps, __half, 64>(p, t, plan, stream);
-  return bf16 ? launch_decode<Steps, __nv_bfloat16, 128>(p, t, plan, stream)
-              : launch_decode<Steps, __half, 128>(p, t, plan, stream);
+    return bf16 ? launch_decode<Steps, __nv_bfloat16, C64>(p, t, plan, stream)
+                : launch_decode<Steps, __half, C64>(p, t, plan, stream);
+  return bf16 ? launch_decode<Steps, __nv_bfloat16, C128>(p, t, plan, stream)
+              : launch_decode<Steps, __half, C128>(p, t, plan, stream);
 }
 
 // decode() of the exercise and the solution: the split plan for this GPU.

@@ -35,14 +35,14 @@ struct DecodeSteps {
     return {0, 0};
   }
 
-  // TODO 4 (README section 2, the combine): one output element from the splits' partials.
-  // Split s left lse[s * lse_stride] (log2 of its softmax sum, in the scores' base-2 units;
-  // -inf when it saw no key) and o[s * o_stride] (its output, normalized by its own sum).
-  // Merge them with the rule of module 00; a row no split saw gives 0, never NaN.
-  static __device__ float combine(const float* lse, const float* o, int splits,
-                                  int64_t lse_stride, int64_t o_stride) {
-    (void)lse, (void)o, (void)splits, (void)lse_stride, (void)o_stride;
-    return 0.f;
+  // TODO 4 (README section 2, the combine): the weights that merge the splits' partial
+  // outputs of one row. Split s left lse[s], log2 of its softmax sum in the scores' base-2
+  // units (-inf when it saw no key), and its output normalized by its own sum. Write
+  // weights[s], the share of split s in the merged output (the rule of module 00: they sum
+  // to 1); a row that no split saw gets all weights 0, never NaN.
+  static __device__ void combine_weights(const float* lse, int splits, float* weights) {
+    (void)lse;
+    for (int s = 0; s < splits; ++s) weights[s] = 0.f;
   }
 
   // TODO 5 (README section 6, packed prefill): sequence b's first query row, query count,

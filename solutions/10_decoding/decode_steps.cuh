@@ -31,21 +31,20 @@ struct DecodeSteps {
     return {begin, min(begin + prm.keys_per_split, seqlen)};
   }
 
-  // With L = max_s lse_s, split s carries weight w_s = 2^(lse_s - L) (its sum, rescaled to the
-  // common max): o = sum_s w_s o_s / sum_s w_s. A split with no key has lse = -inf and
-  // weight 0; if every split is empty, L = -inf and 2^(-inf - -inf) would be NaN: return 0.
-  static __device__ float combine(const float* lse, const float* o, int splits,
-                                  int64_t lse_stride, int64_t o_stride) {
+  // With L = max_s lse_s, split s carries 2^(lse_s - L) (its softmax sum, rescaled to the
+  // common max); its share is that over the sum of all of them. A split with no key has
+  // lse = -inf and weight 0; if every split is empty, L = -inf and 2^(-inf - -inf) would be
+  // NaN: all weights stay 0 and the row is 0.
+  static __device__ void combine_weights(const float* lse, int splits, float* weights) {
     float top = -INFINITY;
-    for (int s = 0; s < splits; ++s) top = fmaxf(top, lse[s * lse_stride]);
-    if (top == -INFINITY) return 0.f;
-    float sum = 0.f, acc = 0.f;
+    for (int s = 0; s < splits; ++s) top = fmaxf(top, lse[s]);
+    float sum = 0.f;
     for (int s = 0; s < splits; ++s) {
-      const float w = exp2f(lse[s * lse_stride] - top);
-      sum += w;
-      acc += w * o[s * o_stride];
+      weights[s] = top == -INFINITY ? 0.f : exp2f(lse[s] - top);
+      sum += weights[s];
     }
-    return acc / sum;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (int s = 0; s < splits; ++s) weights[s] *= inv;
   }
 
   static __device__ SequenceRows sequence(const int32_t* cu_seqlens_q,
