@@ -58,20 +58,32 @@ void fill(DeviceBuffer<uint16_t>& b, uint32_t seed, DType t) {
 
 // ---- The HBM read ceiling --------------------------------------------------------------------
 
+// Four independent 16-byte loads per thread per step: enough bytes in flight per SM to cover
+// the DRAM latency.
 __global__ void read_kernel(const uint4* __restrict__ x, int64_t n, uint32_t* sink) {
   uint32_t acc = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const uint4 v = x[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = x[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
+  for (; i < n; i += stride) acc ^= x[i].x;
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; almost never stores
 }
 
-// Timing with the L2 evicted before every run (not timed).
+// Evicts the L2 before a timed run by reading 256 MiB (reading, not writing: a memset would
+// leave dirty lines whose write-back then competes with the timed kernel).
 struct Flusher {
-  DeviceBuffer<unsigned char> buf{size_t(256) << 20};
-  void operator()(cudaStream_t s) { ATTN_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, buf.size(), s)); }
+  DeviceBuffer<uint4> buf{(size_t(256) << 20) / sizeof(uint4)};
+  DeviceBuffer<uint32_t> sink{1};
+  Flusher() { ATTN_CUDA_CHECK(cudaMemset(buf.get(), 0, buf.bytes())); }
+  void operator()(cudaStream_t s) {
+    read_kernel<<<1024, 512, 0, s>>>(buf.get(), int64_t(buf.size()), sink.get());
+  }
 };
 
 double median_ms(Flusher& flush, const std::function<void(cudaStream_t)>& run, int warmup,
@@ -111,18 +123,33 @@ double measure_hbm_read(Flusher& flush, int iters) {
 
 // ---- Decode on device-filled inputs ------------------------------------------------------------
 
+// The K and V caches of every shape live in one arena allocated once (the largest shape's
+// size): fresh multi-GB allocations after freeing others measured up to 18% apart for the
+// same kernel on the same shape, an effect of where the driver places them, not of the kernel.
+struct Arena {
+  DeviceBuffer<uint16_t> k, v;
+  explicit Arena(int64_t elements) : k(size_t(elements)), v(size_t(elements)) {}
+};
+
 struct DecodeBuffers {
-  DeviceBuffer<uint16_t> q, k, v, o;
+  DeviceBuffer<uint16_t> q, o;
+  uint16_t* k;
+  uint16_t* v;
   DeviceBuffer<int32_t> table, lens;
   DeviceBuffer<unsigned char> work;
   PagedDevicePtrs ptrs;
-  DecodeBuffers(const PagedProblem& p, size_t work_bytes, uint64_t seed)
-      : q(size_t(p.q_elements())), k(size_t(p.cache_elements())), v(size_t(p.cache_elements())),
-        o(size_t(p.q_elements())), table(make_block_table(p, true, seed)),
+  DecodeBuffers(Arena& arena, const PagedProblem& p, size_t work_bytes, uint64_t seed,
+                bool shuffle)
+      : q(size_t(p.q_elements())), o(size_t(p.q_elements())), k(arena.k.get()),
+        v(arena.v.get()), table(make_block_table(p, shuffle, seed)),
         lens(std::vector<int32_t>(p.seqlens_k.begin(), p.seqlens_k.end())), work(work_bytes) {
-    fill(q, uint32_t(seed), p.dtype), fill(k, uint32_t(seed) + 1, p.dtype);
-    fill(v, uint32_t(seed) + 2, p.dtype);
-    ptrs.q = q.get(), ptrs.k_cache = k.get(), ptrs.v_cache = v.get();
+    if (p.cache_elements() > int64_t(arena.k.size()))
+      throw std::runtime_error("bench_10: the arena is smaller than the cache of " + p.describe());
+    fill(q, uint32_t(seed), p.dtype);
+    fill_random16<<<1024, 256>>>(k, p.cache_elements(), uint32_t(seed) + 1, p.dtype == DType::bf16);
+    fill_random16<<<1024, 256>>>(v, p.cache_elements(), uint32_t(seed) + 2, p.dtype == DType::bf16);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+    ptrs.q = q.get(), ptrs.k_cache = k, ptrs.v_cache = v;
     ptrs.block_table = table.get(), ptrs.seqlens_k = lens.get(), ptrs.o = o.get();
     ptrs.workspace = work.get(), ptrs.workspace_bytes = work.size();
   }
@@ -138,6 +165,9 @@ struct Configs {
 using Production = Configs<m10::Decode64, m10::Decode128>;
 using TwoStages = Configs<m10::DecodeConfig<64, 4>, m10::DecodeConfig<128, 2>>;
 using FourStages = Configs<m10::DecodeConfig<64, 8>, m10::DecodeConfig<128, 4>>;
+using HeadsFast = Configs<m10::DecodeConfig<64, 6, true>, m10::DecodeConfig<128, 3, true>>;
+using Prefetch256 =
+    Configs<m10::DecodeConfig<64, 6, false, true>, m10::DecodeConfig<128, 3, false, true>>;
 
 struct Options {
   bool quick = false;
@@ -172,6 +202,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     Flusher flush;
+    // The largest cache of the sweep: 32 x 131072 tokens x 8 K/V heads x 128 (quick: 32 x 32768).
+    Arena arena(int64_t(32) * (opt.quick ? 32768 : 131072) * 8 * 128);
     const double hbm = measure_hbm_read(flush, opt.iters);
     std::printf("%s: HBM read %.0f GB/s (measured), %.0f GB/s (spec sheet)\n", dev.name.c_str(),
                 hbm, dev.peak_bandwidth_gbs);
@@ -195,7 +227,7 @@ int main(int argc, char** argv) {
     std::printf("\n%-18s %5s %4s %4s %7s %6s %9s %8s %6s\n", "kernel", "batch", "H", "KVH",
                 "seq_k", "splits", "ms", "GB/s", "of HBM");
     auto report = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan,
-                      double ms) {
+                      double ms, bool shuffled) {
       const double gbs = paged_bytes(p) / (ms * 1e-3) / 1e9;
       std::printf("%-18s %5d %4d %4d %7d %6d %9.4f %8.0f %5.0f%%\n", name, p.batch, p.heads,
                   p.kv_heads, p.max_seqlen_k(), plan.splits, ms, gbs, 100 * gbs / hbm);
@@ -203,6 +235,7 @@ int main(int argc, char** argv) {
                          .add("heads", p.heads).add("kv_heads", p.kv_heads)
                          .add("head_dim", p.head_dim).add("seq_q", p.seq_q)
                          .add("seq_k", p.max_seqlen_k()).add("page_size", p.page_size)
+                         .add("pages_shuffled", shuffled)
                          .add("dtype", dtype_name(p.dtype)).add("splits", plan.splits)
                          .add("keys_per_split", plan.keys_per_split).add("median_ms", ms)
                          .add("bytes", paged_bytes(p)).add("gbs", gbs)
@@ -210,15 +243,15 @@ int main(int argc, char** argv) {
     };
     // Times decode with a plan and the configurations C64, C128 (default: production).
     auto time_decode = [&](const char* name, const PagedProblem& p, const m10::SplitPlan& plan,
-                           auto configs) {
+                           auto configs, bool shuffle = true) {
       using Configs = decltype(configs);
-      DecodeBuffers buf(p, m10::workspace_bytes(p, plan), 5);
+      DecodeBuffers buf(arena, p, m10::workspace_bytes(p, plan), 5, shuffle);
       const double ms = median_ms(flush, [&](cudaStream_t s) {
         const Status st = m10::decode_with<Steps, typename Configs::C64, typename Configs::C128>(
             p, buf.ptrs, s, plan);
         if (!st) throw std::runtime_error(st.message());
       }, opt.warmup, opt.iters);
-      report(name, p, plan, ms);
+      report(name, p, plan, ms, shuffle);
     };
 
     // The issue's shapes: 32 query heads over 8 K/V heads, d = 128, one new token.
@@ -245,17 +278,40 @@ int main(int argc, char** argv) {
                                                   opt.page_size, false, DType::bf16);
       time_decode("decode_mha_cache", mha, m10::choose_splits(mha, dev.sm_count), Production{});
     }
-    // The split heuristic's target (waves of 2 blocks per SM) and the ring depth, on the
-    // shapes where they matter most.
-    for (auto [b, n] : {std::pair{32, 4096}, {32, 32768}, {1, 32768}, {128, 4096}}) {
+    // Time against the number of splits, the heuristic's choice among them (README section 2).
+    for (auto [b, n] : {std::pair{32, 4096}, {32, 32768}, {1, 32768}, {4, 32768}, {16, 4096},
+                        {128, 4096}}) {
+      if (opt.quick && b != 32) continue;
       const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(b, n),
                                                 opt.page_size, false, DType::bf16);
-      for (int waves : {1, 3, 4, 8}) {
-        const std::string name = "decode_waves" + std::to_string(waves);
-        time_decode(name.c_str(), p, m10::choose_splits(p, dev.sm_count, waves), Production{});
+      const m10::SplitPlan chosen = m10::choose_splits(p, dev.sm_count);
+      for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
+        const m10::SplitPlan plan = m10::plan_with_splits(p, s);
+        if (plan.splits != s) continue;
+        time_decode(s == chosen.splits ? "decode_splits_chosen" : "decode_splits", p, plan,
+                    Production{});
       }
-      time_decode("decode_stages2", p, m10::choose_splits(p, dev.sm_count), TwoStages{});
-      time_decode("decode_stages4", p, m10::choose_splits(p, dev.sm_count), FourStages{});
+    }
+    // The ring depth, the grid order, the page size and order, and the same row again on
+    // fresh buffers (how much two measurements of one kernel differ).
+    for (int n : {4096, 32768}) {
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
+                                                opt.page_size, false, DType::bf16);
+      const m10::SplitPlan plan = m10::choose_splits(p, dev.sm_count);
+      time_decode("decode_stages2", p, plan, TwoStages{});
+      time_decode("decode_stages4", p, plan, FourStages{});
+      time_decode("decode_heads_fast", p, plan, HeadsFast{});
+      time_decode("decode_prefetch256", p, plan, Prefetch256{});
+      for (int r = 0; r < 3; ++r) time_decode("decode_repeat", p, plan, Production{});
+      for (int page : {16, 64, 256})
+        for (bool shuffle : {false, true}) {
+          const PagedProblem q = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n), page,
+                                                    false, DType::bf16);
+          const std::string name = std::string("decode_page") + std::to_string(page) +
+                                   (shuffle ? "_shuffled" : "_in_order");
+          time_decode(name.c_str(), q, m10::choose_splits(q, dev.sm_count), Production{},
+                      shuffle);
+        }
     }
     // Variable lengths: 32 sequences of random lengths up to 32768.
     {

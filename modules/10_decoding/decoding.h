@@ -74,9 +74,6 @@ struct SplitPlan {
   int keys_per_split = 64;
 };
 constexpr int kSplitKeyMultiple = 64;  // DecodeConfig::kKeys
-// A split shorter than this spends more on its fixed costs (Q, the merge, a partial row
-// written and read again) than on its keys.
-constexpr int kMinKeysPerSplit = 256;
 // The combine kernel keeps a row's log-sum-exps in shared memory: at most this many splits.
 constexpr int kMaxSplits = 1024;
 
@@ -93,17 +90,33 @@ inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
   return plan;
 }
 
-// The heuristic: the work is every sequence's keys, once per (K/V head, row tile). Cut it into
-// about `waves` x (2 blocks per SM) x `sms` blocks, so every SM is busy and the last wave
-// is short, but never below kMinKeysPerSplit keys per split. Splits are the same for every
-// sequence; a short sequence's late splits are empty blocks that end at once.
-inline SplitPlan choose_splits(const PagedProblem& p, int sms, int waves = 2) {
+// The heuristic, a cost model. Blocks run in waves of `slots` (2 per SM: DecodeConfig), and a
+// wave lasts as long as its longest block: keys_per_split keys plus a fixed cost per block (Q,
+// the first copies' latency, the merge; kBlockFixedKeys, in keys). With base = batch x K/V
+// heads x row tiles blocks per split,
+//   time(splits) ~ ceil(base x splits / slots) x (keys_per_split + kBlockFixedKeys).
+// More splits shorten every block but add waves once the GPU is full; the plan minimizes the
+// product over the split counts (the fewest splits on a tie: fewer partials to combine).
+// Splits are the same for every sequence: a short sequence's late splits are empty blocks
+// that end at once.
+constexpr int kBlockFixedKeys = 128;
+
+inline SplitPlan choose_splits(const PagedProblem& p, int sms, int fixed_keys = kBlockFixedKeys) {
   if (p.batch == 0) return SplitPlan{};
-  const double work = double(p.total_keys()) * p.kv_heads * row_tiles(p);
-  const double target_blocks = 2.0 * sms * waves;
-  const double keys = std::max<double>(kMinKeysPerSplit, work / target_blocks);
+  const int64_t base = int64_t(p.batch) * p.kv_heads * row_tiles(p);
+  const int64_t slots = 2 * int64_t(std::max(sms, 1));
   const int max_len = p.max_seqlen_k();
-  return plan_with_splits(p, int(std::ceil(max_len / keys)));
+  const int most = std::min(kMaxSplits, std::max(1, (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple));
+  SplitPlan best = plan_with_splits(p, 1);
+  double best_cost = -1;
+  for (int s = 1; s <= most; ++s) {
+    const SplitPlan plan = plan_with_splits(p, s);
+    if (plan.splits != s) continue;  // rounding to whole tiles gave another count
+    const int64_t waves = (base * plan.splits + slots - 1) / slots;
+    const double cost = double(waves) * (plan.keys_per_split + fixed_keys);
+    if (best_cost < 0 || cost < best_cost) best = plan, best_cost = cost;
+  }
+  return best;
 }
 
 // Bytes of the split partials: fp32 O and one log-sum-exp per output row, per split.

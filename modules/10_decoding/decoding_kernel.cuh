@@ -59,6 +59,20 @@ __device__ __forceinline__ uint16_t to_bits<__half>(float x) {
   return __half_as_ushort(__float2half_rn(x));
 }
 
+// A 16-byte cp.async (common/device/cp_async.cuh), optionally with the L2 prefetch-size hint.
+template <bool kPrefetch256>
+__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kPrefetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
+                 "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+    return;
+  }
+#endif
+  device::cp_async_16(smem, gmem, valid);
+}
+
 // Everything the decode kernels need, by value in constant parameter space.
 struct DecodeParams {
   const uint16_t* q = nullptr;        // [batch, seq_q, heads, head_dim]
@@ -96,10 +110,18 @@ struct SequenceRows {
 
 // One configuration of the decode kernel: D (head_dim padded to 64 or 128) and the number of
 // ring stages. kMinBlocks blocks fit on an SM by shared memory (2 up to ~113 KB each).
-template <int D_, int kStages_>
+template <int D_, int kStages_, bool kHeadsFast_ = false, bool kPrefetch256_ = false>
 struct DecodeConfig {
   static constexpr int D = D_;  // padding columns are zeros
   static constexpr int kStages = kStages_;
+  // Grid order: false = (split, K/V head x row tile, sequence), consecutive blocks take
+  // consecutive splits; true = (K/V head x row tile, split, sequence), consecutive blocks take
+  // the K/V heads of one split, which read the same cache rows (a row holds every head).
+  static constexpr bool kHeadsFast = kHeadsFast_;
+  // Copies ask the L2 to fetch the whole 256-byte span around each 16-byte piece from DRAM
+  // (cp.async's .L2::256B prefetch size): a 256-byte K/V row of one head arrives in one
+  // DRAM burst instead of sector by sector.
+  static constexpr bool kPrefetch256 = kPrefetch256_;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16;               // query rows per block: one mma row tile
@@ -138,9 +160,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   constexpr int D = C::D;
   extern __shared__ __align__(128) uint16_t smem[];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int split = int(blockIdx.x);
-  const int kv_head = int(blockIdx.y) / prm.row_tiles;
-  const int row0 = (int(blockIdx.y) % prm.row_tiles) * C::kRows;
+  const int split = int(C::kHeadsFast ? blockIdx.y : blockIdx.x);
+  const int head_tile = int(C::kHeadsFast ? blockIdx.x : blockIdx.y);
+  const int kv_head = head_tile / prm.row_tiles;
+  const int row0 = (head_tile % prm.row_tiles) * C::kRows;
   const int b = int(blockIdx.z);
   const int rows = prm.group * prm.seq_q;
   const int seqlen = prm.seqlens[b];
@@ -176,8 +199,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       const int r = i / (D / 8), c = i % (D / 8), key = key0 + r;
       const bool ok = key < load_end && c * 8 < prm.head_dim;
       const int64_t at = ok ? Steps::key_offset(prm, pages, key, kv_head) + c * 8 : 0;
-      device::cp_async_16(sK + chunk_offset<D, true>(r, c), prm.k_cache + at, ok);
-      device::cp_async_16(sV + chunk_offset<D, true>(r, c), prm.v_cache + at, ok);
+      copy16<C::kPrefetch256>(sK + chunk_offset<D, true>(r, c), prm.k_cache + at, ok);
+      copy16<C::kPrefetch256>(sV + chunk_offset<D, true>(r, c), prm.v_cache + at, ok);
     }
   };
 #pragma unroll
@@ -442,7 +465,9 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
     return cudaSuccess;
   }();
   ATTN_CUDA_RETURN(opt_in);
-  const dim3 grid(unsigned(plan.splits), unsigned(p.kv_heads * prm.row_tiles), unsigned(p.batch));
+  const unsigned head_tiles = unsigned(p.kv_heads * prm.row_tiles);
+  const dim3 grid = C::kHeadsFast ? dim3(head_tiles, unsigned(plan.splits), unsigned(p.batch))
+                                  : dim3(unsigned(plan.splits), head_tiles, unsigned(p.batch));
   kernels[p.causal ? 1 : 0]<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   ATTN_CUDA_RETURN(cudaGetLastError());
   if (plan.splits > 1) {
