@@ -124,7 +124,6 @@ void add_dtype_option(CLI::App* cmd, std::string& dtype, const char* which_defau
       ->check(dtype_name_check());
 }
 
-
 // A whole number >= `least`, with a message a person reads (CLI::PositiveNumber and
 // CLI::Range print their range up to DBL_MAX or INT_MAX: "Value 0 not in range 1 to 1797...").
 CLI::Validator at_least(int least) {
