@@ -64,7 +64,7 @@ target_link_libraries(attn_emu_runtime PUBLIC attn_warnings ${CMAKE_DL_LIBS})
 
 add_library(attn_common_emu STATIC ${ATTN_COMMON_SOURCES})
 target_link_libraries(attn_common_emu PUBLIC attn_emu_runtime Threads::Threads)
-add_library(attn_cli_emu STATIC common/cli.cpp)
+add_library(attn_cli_emu STATIC ${ATTN_CLI_SOURCES})
 target_link_libraries(attn_cli_emu PUBLIC attn_common_emu CLI11::CLI11)
 add_library(attn_test_support_emu STATIC tests/support.cpp)
 target_link_libraries(attn_test_support_emu PUBLIC attn_common_emu doctest::doctest)

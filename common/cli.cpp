@@ -19,6 +19,7 @@
 
 #include "common/bench_json.h"
 #include "common/buffers.h"
+#include "common/cli_internal.h"
 #include "common/device.h"
 #include "common/diagnose.h"
 #include "common/half.h"
@@ -28,14 +29,11 @@
 #include "common/runner.h"
 #include "common/timing.h"
 
-namespace attn {
+namespace attn::cli {
 
-namespace {
-
-// A failure the user can fix; printed as one line "attn: <message>", exit code 1.
-struct UserError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+bool given(const std::vector<std::string>& flags, const std::string& flag) {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
 
 std::string fmt(const char* format, double value) {
   char buf[64];
@@ -50,37 +48,49 @@ std::string human_bytes(double bytes) {
   return fmt(u == 0 ? "%.0f" : "%.1f", bytes) + " " + units[u];
 }
 
-// ---------------------------------------------------------------------------------------------
-// Options shared by `run` and `bench`.
+DType dtype_for(const Kernel& kernel, const std::string& flag) {
+  DType t = kernel.native_dtype();
+  if (!flag.empty()) parse_dtype(flag, &t);  // validated while parsing
+  return t;
+}
 
-struct ShapeOptions {
-  std::optional<int> batch, heads, kv_heads, seq_q, seq_k, seq, dim;
-  bool causal = false;
-  std::string layout = "bhsd";
-  float scale = 0.0f;
-};
+void require_gpu(const Kernel& k) {
+  if (k.backend != Backend::gpu) return;
+  if (cuda_device_count() == 0)
+    throw UserError(no_device_reason() + ": module " + std::to_string(k.module) +
+                    " needs a GPU (module 00 runs on the CPU; see docs/setup.md)");
+}
 
-struct RunOptions {
-  int module = -1;
-  std::string impl = "solution";
-  ShapeOptions shape;
-  std::string dtype;  // --dtype as typed; empty: the module's native type
-  bool verify = false, time = false;
-  int warmup = 5, iters = 20;
-  std::optional<uint64_t> seed;
-  std::string q_path, k_path, v_path, out_path;
-};
+void require_device_memory(const std::string& what, double need, const std::string& buffers) {
+  size_t free_bytes = 0, total = 0;
+  ATTN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  if (need > double(free_bytes))
+    throw UserError(what + " needs " + human_bytes(need) + " of device memory for " + buffers +
+                    "; the GPU has " + human_bytes(double(free_bytes)) + " free");
+}
 
-struct BenchOptions {
-  std::vector<int> modules;
-  std::string impl = "solution";
-  std::string preset = "ladder";
-  std::string out_path = "bench.json";
-  std::optional<int> kv_heads;  // grouped K/V heads for every preset shape (default: = heads)
-  std::string dtype;            // --dtype for every module; empty: each module's native type
-  int warmup = 3, iters = 20;
-  double max_seconds = 2.0;  // per shape: fewer iterations for very slow kernels
-};
+void require_host_memory(const std::string& what, double need, const std::string& buffers) {
+  const double available = available_host_memory_bytes();
+  if (available > 0 && need > available)
+    throw UserError(what + " needs " + human_bytes(need) + " of host memory for " + buffers +
+                    "; this machine has " + human_bytes(available) + " available");
+}
+
+void require_finite(const std::vector<float>& values, const std::string& path) {
+  const auto bad = std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != values.end())
+    throw UserError(path + ": element " + std::to_string(bad - values.begin()) + " is " +
+                    (std::isnan(*bad) ? "NaN" : "infinite") +
+                    "; attention inputs must be finite numbers");
+}
+
+void require_agree(const std::optional<int>& flag, int value, const std::string& name) {
+  if (flag && *flag != value)
+    throw UserError("--" + name + " " + std::to_string(*flag) + " disagrees with the .npy files (" +
+                    std::to_string(value) + ")");
+}
+
+namespace {
 
 // CLI11 reads any integer as a flag's value (--verify=2 is true, --time=-1 false); these
 // flags take 0 or 1 (or true/false), and nothing else passes silently.
@@ -114,14 +124,6 @@ void add_dtype_option(CLI::App* cmd, std::string& dtype, const char* which_defau
       ->check(dtype_name_check());
 }
 
-// The element type to run `kernel` in: --dtype when given, else the module's own
-// (f32 for modules 00-06, bf16 for the 16-bit modules).
-DType dtype_for(const Kernel& kernel, const std::string& flag) {
-  DType t = kernel.native_dtype();
-  if (!flag.empty()) parse_dtype(flag, &t);  // validated while parsing
-  return t;
-}
-
 // A whole number >= `least`, with a message a person reads (CLI::PositiveNumber and
 // CLI::Range print their range up to DBL_MAX or INT_MAX: "Value 0 not in range 1 to 1797...").
 CLI::Validator at_least(int least) {
@@ -142,7 +144,8 @@ const CLI::Validator kAtLeastOne = at_least(1);
 // Composable Kernel's examples spell some flags with underscores (--seq_len, --head_dim,
 // --kv_heads); both spellings are accepted.
 void add_shape_options(CLI::App* cmd, ShapeOptions& s) {
-  cmd->add_option("--batch,-b", s.batch, "batch size");
+  cmd->add_option("--batch,-b", s.batch,
+                  "batch size (inference modules: the number of --random-seqlens lengths)");
   cmd->add_option("--heads", s.heads, "number of query heads");
   cmd->add_option("--kv-heads,--kv_heads", s.kv_heads,
                   "K/V heads, a divisor of --heads (GQA; 1 = MQA; default: = heads)")
@@ -179,14 +182,6 @@ const Kernel& lookup_kernel(int module, Impl impl) {
   return *k;
 }
 
-// Built against the CPU emulation (attn_emu, common/emulation/): GPU modules run there too,
-// thousands of times slower, and nothing it measures says anything about a GPU.
-#ifdef ATTN_EMULATION
-constexpr bool kEmulated = true;
-#else
-constexpr bool kEmulated = false;
-#endif
-
 // Shape flags override the defaults; a CPU module (or any module in the CPU emulation) gets a
 // smaller default shape.
 Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
@@ -200,22 +195,10 @@ Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
   return p;
 }
 
-void require_gpu(const Kernel& k) {
-  if (k.backend != Backend::gpu) return;
-  if (cuda_device_count() == 0)
-    throw UserError(no_device_reason() + ": module " + std::to_string(k.module) +
-                    " needs a GPU (module 00 runs on the CPU; see docs/setup.md)");
-}
-
 // Refuses problems whose buffers cannot fit on the device, before any allocation.
 void require_memory(const Problem& p, const Kernel& k) {
   if (k.backend != Backend::gpu) return;
-  const double need = attention_buffer_bytes(p);
-  size_t free_bytes = 0, total = 0;
-  ATTN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  if (need > double(free_bytes))
-    throw UserError(p.describe() + " needs " + human_bytes(need) + " of device memory for Q, K, V "
-                    "and O; the GPU has " + human_bytes(double(free_bytes)) + " free");
+  require_device_memory(p.describe(), attention_buffer_bytes(p), "Q, K, V and O");
 }
 
 // Host memory a run needs: Q, K, V and O as float32 (the CLI keeps its inputs on the host,
@@ -228,12 +211,8 @@ double host_bytes_needed(const Problem& p, bool verify) {
 }
 
 void require_host_memory(const Problem& p, bool verify) {
-  const double need = host_bytes_needed(p, verify);
-  const double available = available_host_memory_bytes();
-  if (available > 0 && need > available)
-    throw UserError(p.describe() + " needs " + human_bytes(need) + " of host memory for Q, K, V, O" +
-                    (verify ? " and the reference" : "") + "; this machine has " +
-                    human_bytes(available) + " available");
+  cli::require_host_memory(p.describe(), host_bytes_needed(p, verify),
+                           std::string("Q, K, V, O") + (verify ? " and the reference" : ""));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,33 +250,20 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
                     " (batch and dim must agree; K/V heads must equal or divide Q's heads)");
   (void)dv;
   const ShapeOptions& s = o.shape;
-  auto agree = [](const std::optional<int>& flag, int value, const char* name) {
-    if (flag && *flag != value)
-      throw UserError(std::string("--") + name + " " + std::to_string(*flag) +
-                      " disagrees with the .npy files (" + std::to_string(value) + ")");
-  };
-  agree(s.batch, dq.batch, "batch");
-  agree(s.heads, dq.heads, "heads");
-  agree(s.kv_heads, dk.heads, "kv-heads");
-  agree(s.dim, dq.dim, "dim");
-  agree(s.seq_q, dq.seq, "seq-q");
-  agree(s.seq_k, dk.seq, "seq-k");
+  require_agree(s.batch, dq.batch, "batch");
+  require_agree(s.heads, dq.heads, "heads");
+  require_agree(s.kv_heads, dk.heads, "kv-heads");
+  require_agree(s.dim, dq.dim, "dim");
+  require_agree(s.seq_q, dq.seq, "seq-q");
+  require_agree(s.seq_k, dk.seq, "seq-k");
   // --seq sets both lengths; with files it must match both, as --seq-q and --seq-k must.
   if (s.seq && (*s.seq != dq.seq || *s.seq != dk.seq))
     throw UserError("--seq " + std::to_string(*s.seq) + " disagrees with the .npy files (seq_q " +
                     std::to_string(dq.seq) + ", seq_k " + std::to_string(dk.seq) + ")");
-  // A NaN or infinity in the inputs makes every output it touches NaN: that is the data's
-  // fault, not the kernel's, so it is refused here instead of failing --verify with a hint
-  // about the kernel.
-  for (const auto& [array, path] : {std::pair<const NpyArray*, const std::string*>{&q, &o.q_path},
-                                    {&k, &o.k_path}, {&v, &o.v_path}}) {
-    const auto bad = std::find_if(array->data.begin(), array->data.end(),
-                                  [](float x) { return !std::isfinite(x); });
-    if (bad != array->data.end())
-      throw UserError(*path + ": element " + std::to_string(bad - array->data.begin()) + " is " +
-                      (std::isnan(*bad) ? "NaN" : "infinite") +
-                      "; attention inputs must be finite numbers");
-  }
+  // Refused here instead of failing --verify with a hint about the kernel.
+  require_finite(q.data, o.q_path);
+  require_finite(k.data, o.k_path);
+  require_finite(v.data, o.v_path);
   Problem p = Problem::make(dq.batch, dq.heads, dq.seq, dk.seq, dq.dim, s.causal, layout,
                             dk.heads);
   p.scale = s.scale;
@@ -307,6 +273,65 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
   out_shape = q.shape;
   return p;
 }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Timing and printing, shared with the inference path (cli_inference.cpp).
+
+Timing time_launches(const std::function<Status(cudaStream_t)>& launch, int warmup, int iters) {
+  Status status = Status::ok();
+  Timing t = time_on_stream(
+      [&](cudaStream_t stream) {
+        Status s = launch(stream);
+        if (!s && status) status = s;
+      },
+      warmup, iters);
+  if (!status) throw UserError(status.message());
+  return t;
+}
+
+bool may_time(const Kernel& kernel, int exit_code, std::ostream& out) {
+  if (kEmulated && kernel.backend == Backend::gpu) {
+    out << "  time: not measured (emulated on the CPU: correctness only, no timing)\n";
+    return false;
+  }
+  if (exit_code != 0) {
+    // A kernel that skips work finishes early: its time would read as a record speed.
+    out << "  time: not measured, the output is wrong (fix the kernel first; a kernel that "
+           "skips work looks fast)\n";
+    return false;
+  }
+  return true;
+}
+
+void print_time(std::ostream& out, const Kernel& kernel, DType dtype, const Timing& t,
+                double flops, double bytes) {
+  const double seconds = t.median_ms * 1e-3;
+  out << "  time " << fmt("%.4f", t.median_ms) << " ms (median of " << t.iterations << ", min "
+      << fmt("%.4f", t.min_ms) << ")  " << fmt("%.2f", flops / seconds / 1e12) << " TFLOP/s  "
+      << fmt("%.1f", bytes / seconds / 1e9) << " GB/s";
+  if (kernel.backend == Backend::gpu) {
+    const DeviceInfo d = query_device();
+    out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32"
+        << (dtype != DType::f32 ? " on the CUDA cores; 16-bit tensor cores go higher" : "")
+        << ", " << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
+  }
+  out << "\n";
+}
+
+void write_output(std::ostream& out, const std::string& path, const std::vector<int64_t>& shape,
+                  const std::vector<float>& values, DType dtype) {
+  // Always a float32 file (what NumPy and PyTorch read everywhere); for a 16-bit run it
+  // holds the kernel's 16-bit outputs exactly, and the line below says so.
+  write_npy(path, shape, values);
+  out << "  wrote " << path << " " << shape_str(shape)
+      << (dtype != DType::f32 ? std::string(" (float32 holding ") + dtype_name(dtype) + " values)"
+                              : "")
+      << "\n";
+}
+
+namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Timing a kernel: CUDA events for GPU modules, the host clock for the CPU module.
@@ -327,22 +352,8 @@ Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int
     return summarize_times(samples);
   }
   DeviceTensors tensors(p, in);  // in p.dtype's element type, as the kernel reads them
-  Status status = Status::ok();
-  Timing t = time_on_stream(
-      [&](cudaStream_t stream) {
-        Status s = tensors.forward(kernel, stream);
-        if (!s && status) status = s;
-      },
-      warmup, iters);
-  if (!status) throw UserError(status.message());
-  return t;
-}
-
-struct Rates {
-  double tflops, gbs;
-};
-Rates rates(const Problem& p, double ms) {
-  return {attention_flops(p) / (ms * 1e-3) / 1e12, attention_bytes_fused(p) / (ms * 1e-3) / 1e9};
+  return time_launches([&](cudaStream_t stream) { return tensors.forward(kernel, stream); },
+                       warmup, iters);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,6 +361,8 @@ Rates rates(const Problem& p, double ms) {
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
   const Kernel& kernel = lookup_kernel(o.module, parse_impl(o.impl));
+  check_flags_for_module(o, kernel);
+  if (kernel.inference) return cmd_run_inference(o, kernel, out);
   // The type before the GPU: running module 03 in bf16 is wrong on any machine.
   const DType dtype = dtype_for(kernel, o.dtype);
   if (Status s = supports_dtype(kernel, dtype); !s) throw UserError(s.message());
@@ -398,34 +411,11 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
     if (Status s = run_kernel(kernel, p, in, result); !s) throw UserError(s.message());
     out << "  ran (add --verify to compare with the CPU reference)\n";
   }
-  if (!o.out_path.empty()) {
-    // Always a float32 file (what NumPy and PyTorch read everywhere); for a 16-bit run it
-    // holds the kernel's 16-bit outputs exactly, and the line below says so.
-    write_npy(o.out_path, out_shape, result);
-    out << "  wrote " << o.out_path << " " << shape_str(out_shape)
-        << (dtype != DType::f32 ? std::string(" (float32 holding ") + dtype_name(dtype) + " values)"
-                                : "")
-        << "\n";
-  }
-  if (o.time && kEmulated && kernel.backend == Backend::gpu) {
-    out << "  time: not measured (emulated on the CPU: correctness only, no timing)\n";
-  } else if (o.time && exit_code != 0) {
-    // A kernel that skips work finishes early: its time would read as a record speed.
-    out << "  time: not measured, the output is wrong (fix the kernel first; a kernel that "
-           "skips work looks fast)\n";
-  } else if (o.time) {
+  if (!o.out_path.empty()) write_output(out, o.out_path, out_shape, result, dtype);
+  if (o.time && may_time(kernel, exit_code, out)) {
     const Timing t = time_kernel(kernel, p, in, o.warmup, o.iters);
-    const Rates r = rates(p, t.median_ms);
-    out << "  time " << fmt("%.4f", t.median_ms) << " ms (median of " << t.iterations << ", min "
-        << fmt("%.4f", t.min_ms) << ")  " << fmt("%.2f", r.tflops) << " TFLOP/s  "
-        << fmt("%.1f", r.gbs) << " GB/s";
-    if (kernel.backend == Backend::gpu) {
-      const DeviceInfo d = query_device();
-      out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32"
-          << (dtype != DType::f32 ? " on the CUDA cores; 16-bit tensor cores go higher" : "")
-          << ", " << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
-    }
-    out << "\n  bytes: fused minimum " << human_bytes(attention_bytes_fused(p))
+    print_time(out, kernel, dtype, t, attention_flops(p), attention_bytes_fused(p));
+    out << "  bytes: fused minimum " << human_bytes(attention_bytes_fused(p))
         << ", unfused (scores in memory) " << human_bytes(attention_bytes_unfused(p)) << " ("
         << fmt("%.1f", attention_bytes_unfused(p) / attention_bytes_fused(p)) << "x)\n";
   }
@@ -484,6 +474,34 @@ int cmd_info(std::ostream& out) {
   return 0;
 }
 
+}  // namespace
+
+Timing bench_time(const std::function<Timing(int, int)>& time, const BenchOptions& o) {
+  // One run first (it also warms up) sets the iteration count, so that slow kernels stay near
+  // max_seconds per shape: at least 3 timed runs, at most --iters.
+  const Timing probe = time(0, 1);
+  const double budget_runs = o.max_seconds * 1e3 / std::max(probe.median_ms, 1e-3);
+  const int iters = std::clamp(int(budget_runs), 3, o.iters);
+  const int warmup = budget_runs > iters + o.warmup ? o.warmup : 0;
+  return time(warmup, iters);
+}
+
+void print_bench_row(std::ostream& out, const Kernel& kernel, const std::string& shape,
+                     const Timing& t, double tflops, double gbs, const std::string& check) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-20s %-34s %9.3f %8.2f %8.1f   %s\n", kernel.label().c_str(),
+                shape.c_str(), t.median_ms, tflops, gbs, check.c_str());
+  out << line;
+}
+
+json::Object bench_row(const Kernel& kernel) {
+  json::Object row;
+  row.add("kernel", kernel.label()).add("module", kernel.module).add("impl", impl_name(kernel.impl));
+  return row;
+}
+
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 // attn bench: a sweep of shapes over modules, written as JSON (see docs/results.md for the
 // schema and scripts/plot_bench.py for the plots).
@@ -503,6 +521,45 @@ std::vector<Problem> bench_shapes(const std::string& preset) {
   }
   return shapes;
 }
+
+// One dense shape of the sweep: checked when the CPU reference is affordable, timed, printed.
+json::Object bench_dense(const Kernel& kernel, const Problem& p, const BenchOptions& o,
+                         std::ostream& out) {
+  std::string status = "ok", check = "-";
+  Timing t;
+  if (Status s = kernel.supports(p); !s) {
+    status = "unsupported: " + s.message();
+  } else {
+    const Inputs in = random_inputs(p, 1234);
+    // Correctness at this shape when the CPU reference is affordable (<= 4 GFLOP).
+    if (attention_flops(p) <= 4e9) {
+      const CheckResult r = check_kernel(kernel, p, in);
+      check = r.passed() ? "pass" : "FAIL";
+    }
+    t = bench_time([&](int warmup, int iters) { return time_kernel(kernel, p, in, warmup, iters); },
+                   o);
+  }
+  const bool ok = status == "ok";
+  const double seconds = t.median_ms * 1e-3;
+  const double tflops = ok ? attention_flops(p) / seconds / 1e12 : 0.0;
+  const double gbs = ok ? attention_bytes_fused(p) / seconds / 1e9 : 0.0;
+  if (ok) print_bench_row(out, kernel, p.describe(), t, tflops, gbs, check);
+  json::Object row = bench_row(kernel);
+  row.add("batch", p.batch).add("heads", p.heads).add("kv_heads", p.kv_heads)
+      .add("seq_q", p.seq_q).add("seq_k", p.seq_k).add("head_dim", p.head_dim)
+      .add("causal", p.causal).add("dtype", dtype_name(p.dtype)).add("status", status)
+      .add("check", check).add("median_ms", t.median_ms).add("min_ms", t.min_ms)
+      .add("iterations", t.iterations).add("flops", attention_flops(p))
+      .add("tflops", tflops).add("gbs", gbs)
+      .add("bytes_fused", attention_bytes_fused(p))
+      .add("bytes_unfused", attention_bytes_unfused(p))
+      .add("device_bytes", attention_buffer_bytes(p));
+  return row;
+}
+
+// The flags that only the decode shapes of an inference module use.
+const char* const kDecodeBenchFlags[] = {"--seqlens-k", "--random-seqlens", "--page-size",
+                                         "--shuffle-pages", "--batch"};
 
 int cmd_bench(const BenchOptions& o, std::ostream& out) {
   std::vector<int> modules = o.modules;
@@ -527,6 +584,17 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   if (runs.empty() && !o.dtype.empty())
     throw UserError("none of the modules to benchmark takes --dtype " + o.dtype);
 
+  // Dense modules sweep the preset's Problems; an inference module (module 10) sweeps decode
+  // shapes, whose lengths and paging the decode flags set.
+  const bool any_inference = std::any_of(runs.begin(), runs.end(),
+                                         [](const auto& run) { return run.first->inference; });
+  for (const char* flag : kDecodeBenchFlags)
+    if (given(o.given, flag) && !any_inference)
+      throw UserError(std::string(flag) + " sets the decode shapes of an inference module "
+                      "(module 10); none of the modules benchmarked here is one");
+  const std::vector<PagedProblem> decode_shapes =
+      any_inference ? decode_bench_shapes(o, DType::bf16) : std::vector<PagedProblem>{};
+
   std::vector<Problem> shapes = bench_shapes(o.preset);
   if (o.kv_heads)
     for (Problem& p : shapes) {
@@ -546,46 +614,16 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   out << "kernel               shape                               ms      TFLOP/s   GB/s   check\n";
   for (const auto& [kernel_ptr, dtype] : runs) {
     const Kernel& kernel = *kernel_ptr;
-    const int module = kernel.module;
+    if (kernel.inference) {
+      for (PagedProblem p : decode_shapes) {
+        p.dtype = dtype;
+        rows.push_back(bench_decode(kernel, p, o, out));
+      }
+      continue;
+    }
     for (Problem p : shapes) {
       p.dtype = dtype;  // the presets' shapes are the same for every type
-      std::string status = "ok", check = "-";
-      Timing t;
-      if (Status s = kernel.supports(p); !s) {
-        status = "unsupported: " + s.message();
-      } else {
-        const Inputs in = random_inputs(p, 1234);
-        // Correctness at this shape when the CPU reference is affordable (<= 4 GFLOP).
-        if (attention_flops(p) <= 4e9) {
-          const CheckResult r = check_kernel(kernel, p, in);
-          check = r.passed() ? "pass" : "FAIL";
-        }
-        // One run first (it also warms up) sets the iteration count, so that slow kernels
-        // stay near max_seconds per shape: at least 3 timed runs, at most --iters.
-        const Timing probe = time_kernel(kernel, p, in, 0, 1);
-        const double budget_runs = o.max_seconds * 1e3 / std::max(probe.median_ms, 1e-3);
-        const int iters = std::clamp(int(budget_runs), 3, o.iters);
-        const int warmup = budget_runs > iters + o.warmup ? o.warmup : 0;
-        t = time_kernel(kernel, p, in, warmup, iters);
-      }
-      const Rates r = status == "ok" ? rates(p, t.median_ms) : Rates{0, 0};
-      char line[256];
-      std::snprintf(line, sizeof line, "%-20s %-34s %9.3f %8.2f %8.1f   %s\n",
-                    kernel.label().c_str(), p.describe().c_str(), t.median_ms, r.tflops, r.gbs,
-                    status == "ok" ? check.c_str() : "skipped");
-      if (status == "ok") out << line;
-      json::Object row;
-      row.add("kernel", kernel.label()).add("module", module).add("impl", impl_name(kernel.impl))
-          .add("batch", p.batch).add("heads", p.heads).add("kv_heads", p.kv_heads)
-          .add("seq_q", p.seq_q).add("seq_k", p.seq_k).add("head_dim", p.head_dim)
-          .add("causal", p.causal).add("dtype", dtype_name(p.dtype)).add("status", status)
-          .add("check", check).add("median_ms", t.median_ms).add("min_ms", t.min_ms)
-          .add("iterations", t.iterations).add("flops", attention_flops(p))
-          .add("tflops", r.tflops).add("gbs", r.gbs)
-          .add("bytes_fused", attention_bytes_fused(p))
-          .add("bytes_unfused", attention_bytes_unfused(p))
-          .add("device_bytes", attention_buffer_bytes(p));
-      rows.push_back(row);
+      rows.push_back(bench_dense(kernel, p, o, out));
     }
   }
   json::Document doc("attn-bench/1");
@@ -598,7 +636,46 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
   return 0;
 }
 
+// The flags the user typed, by their first long name ("--seq" for --seq_len or -n too), so
+// that a flag which does not apply to the module is refused instead of silently ignored.
+std::vector<std::string> given_flags(const CLI::App* cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : cmd->get_options())
+    if (option->count() > 0) names.push_back(option->get_name());
+  return names;
+}
+
+// Module 10's flags: per-sequence lengths, the paged cache, packed prefill.
+void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool run) {
+  cmd->add_option("--seqlens-k", o.seqlens_k,
+                  "inference modules: the cache length (decode) or key length (--varlen) of each "
+                  "sequence, e.g. 1,17,4096, or a .npy file of int32/int64 lengths");
+  cmd->add_option("--random-seqlens", o.random_seqlens,
+                  "inference modules: --batch random lengths in [0, MAX] from the seed")
+      ->check(at_least(0));
+  cmd->add_option("--page-size", o.page_size,
+                  "inference modules: tokens per page of the KV cache, a power of two (default 16)");
+  cmd->add_flag("--shuffle-pages", o.shuffle_pages,
+                "inference modules: scatter each sequence's pages over the pool (default: in order)");
+  if (!run) return;
+  cmd->add_option("--seqlens-q", o.seqlens_q,
+                  "with --varlen: the query length of each sequence (default: = --seqlens-k)");
+  cmd->add_flag("--varlen", o.varlen,
+                "inference modules: packed variable-length prefill instead of paged decode");
+  cmd->add_option("--k-cache", o.k_cache_path,
+                  "decode: K cache from a float32 .npy [pages, page_size, KVH, D]");
+  cmd->add_option("--v-cache", o.v_cache_path,
+                  "decode: V cache from a float32 .npy [pages, page_size, KVH, D]");
+  cmd->add_option("--block-table", o.block_table_path,
+                  "decode: block table from an int32/int64 .npy [batch, pages_per_seq]");
+}
+
 }  // namespace
+}  // namespace attn::cli
+
+namespace attn {
+
+using namespace cli;
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{"attn: run, check and time the course's attention kernels", "attn"};
@@ -623,10 +700,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   add_dtype_option(run_cmd, run.dtype, "the module's own: f32 for 00-06, bf16 from 07 on");
   run_cmd->add_option("--seed", run.seed, "seed of the random inputs (printed when not given)");
   run_cmd->add_option("--q", run.q_path,
-                      "Q from a float32 .npy file [B,H,Sq,D] (rounded to --dtype if 16-bit)");
-  run_cmd->add_option("--k", run.k_path, "K from a float32 .npy file [B,KVH,Sk,D]");
-  run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file [B,KVH,Sk,D]");
+                      "Q from a float32 .npy file [B,H,Sq,D] (rounded to --dtype if 16-bit); "
+                      "module 10: [B,Sq,H,D] for decode, packed [total_q,H,D] with --varlen");
+  run_cmd->add_option("--k", run.k_path,
+                      "K from a float32 .npy file [B,KVH,Sk,D] (module 10 --varlen: [total_k,KVH,D])");
+  run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file, K's shape");
   run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
+  add_inference_options(run_cmd, run.inference, true);
 
   app.add_subcommand("list", "list the modules");
   app.add_subcommand("info", "show the GPU and its ceilings");
@@ -647,6 +727,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench_cmd->add_option("--warmup", bench.warmup)->check(at_least(0));
   bench_cmd->add_option("--iters", bench.iters, "at most this many timed runs")->check(kAtLeastOne);
   bench_cmd->add_option("--max-seconds", bench.max_seconds, "time budget per shape");
+  add_inference_options(bench_cmd, bench.inference, false);
+  bench_cmd->add_option("--batch", bench.batch,
+                        "inference modules: the number of --random-seqlens lengths (default 8)")
+      ->check(kAtLeastOne);
 
   const auto& subs = app.get_subcommands({});
   if (!args.empty() && args[0][0] != '-' &&
@@ -667,6 +751,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "--help`)\n";
     return 2;
   }
+  run.given = given_flags(run_cmd);
+  bench.given = given_flags(bench_cmd);
   try {
     if (run_cmd->parsed()) return cmd_run(run, out);
     if (bench_cmd->parsed()) return cmd_bench(bench, out);

@@ -9,6 +9,19 @@
 //   --kv_heads 2, --verify=1, --time=0.
 //   attn list | attn info | attn bench --modules 1 [--kv-heads 8] [--dtype bf16] --out results.json
 //
+// Inference modules (module 10, common/paged.h) take lengths per sequence instead of --seq:
+//   attn run --module 10 --seqlens-k 1,17,4096 [--seq-q 1] [--heads 32 --kv-heads 8 --dim 128]
+//            [--page-size 16] [--shuffle-pages] [--causal] [--dtype bf16|f16] [--verify] [--time]
+//   attn run --module 10 --random-seqlens 4096 --batch 8 --seed 7 ...
+//   attn run --module 10 --q q.npy --k-cache k.npy --v-cache v.npy --block-table t.npy
+//            --seqlens-k 1,17,4096 [--out o.npy]        (Q [B,Sq,H,D], caches [P,page,KVH,D])
+//   attn run --module 10 --varlen --seqlens-q 5,1,9 --seqlens-k 5,30,9 [--q q.npy --k k.npy
+//            --v v.npy]                                 (packed [total, heads, dim])
+//   attn bench --modules 10 [--seqlens-k ... | --random-seqlens MAX --batch N] [--page-size 16]
+//            [--shuffle-pages]
+// Flags of one kind of module given to the other (--layout or --seq-k with module 10,
+// --seqlens-k with a dense module) are refused in one line.
+//
 // Exit codes: 0 success, 1 a check failed or the run could not be done (one line says why),
 // 2 bad command line.
 #pragma once

@@ -105,7 +105,7 @@ PagedDeviceTensors::PagedDeviceTensors(const Kernel& kernel, const PagedProblem&
 void PagedDeviceTensors::poison_output() {
   o_.poison();
   // The split partials too: a combine step that reads a partial no split wrote then reads
-  // NaN and fails the check, instead of a stale value left by an earlier call.
+  // NaN and fails the check, instead of whatever an earlier launch left there.
   workspace_.poison();
 }
 
@@ -154,42 +154,66 @@ namespace {
 
 // One run on poisoned buffers, as run_kernel (runner.cpp) does for dense problems: O and the
 // guard after it come back, the guard is split off and its overwritten elements counted.
-// Throws CudaError (the caller turns it into a Status).
 template <class Tensors, class Launch>
-Status run_once(Tensors& tensors, Launch launch, int64_t o_elements, InferenceCheck& r) {
-  tensors.poison_output();
-  if (Status s = launch(tensors); !s) return s;
-  // A bad launch configuration is reported by cudaGetLastError, a fault inside the kernel
-  // only once we wait for it.
-  ATTN_CUDA_RETURN(cudaGetLastError());
-  ATTN_CUDA_RETURN(cudaDeviceSynchronize());
-  r.output = tensors.output();
-  const auto guard_begin = r.output.begin() + o_elements;
-  r.guard_writes = std::count_if(guard_begin, r.output.end(), [](float x) { return !is_poison(x); });
-  r.output.erase(guard_begin, r.output.end());
+Status run_once(Tensors& tensors, Launch launch, int64_t o_elements, std::vector<float>& out,
+                int64_t* guard_writes) {
+  try {
+    tensors.poison_output();
+    if (Status s = launch(tensors); !s) return s;
+    // A bad launch configuration is reported by cudaGetLastError, a fault inside the kernel
+    // only once we wait for it.
+    ATTN_CUDA_RETURN(cudaGetLastError());
+    ATTN_CUDA_RETURN(cudaDeviceSynchronize());
+    out = tensors.output();
+  } catch (const CudaError& e) {
+    return Status::error(e.what());
+  }
+  const auto guard_begin = out.begin() + o_elements;
+  if (guard_writes)
+    *guard_writes = std::count_if(guard_begin, out.end(), [](float x) { return !is_poison(x); });
+  out.erase(guard_begin, out.end());
   return Status::ok();
 }
 
 }  // namespace
 
+Status run_decode(const Kernel& kernel, const PagedProblem& p, const PagedInputs& in,
+                  std::vector<float>& out, int64_t* guard_writes) {
+  if (Status s = check_problem(kernel, p); !s) return s;
+  if (Status s = validate_inputs(p, in); !s) return s;
+  try {
+    PagedDeviceTensors tensors(kernel, p, in, kGuardElements);  // uploads round to p.dtype
+    return run_once(
+        tensors, [](PagedDeviceTensors& t) { return t.decode(nullptr); }, p.q_elements(), out,
+        guard_writes);
+  } catch (const CudaError& e) {  // an allocation or upload
+    return Status::error(e.what());
+  }
+}
+
+Status run_prefill(const Kernel& kernel, const VarlenProblem& p, const VarlenInputs& in,
+                   std::vector<float>& out, int64_t* guard_writes) {
+  if (Status s = check_problem(kernel, p); !s) return s;
+  if (Status s = validate_inputs(p, in); !s) return s;
+  try {
+    VarlenDeviceTensors tensors(kernel, p, in, kGuardElements);
+    return run_once(
+        tensors, [](VarlenDeviceTensors& t) { return t.prefill(nullptr); },
+        int64_t(in.q.size()), out, guard_writes);
+  } catch (const CudaError& e) {
+    return Status::error(e.what());
+  }
+}
+
 InferenceCheck check_decode(const Kernel& kernel, const PagedProblem& p, const PagedInputs& in,
                             double tolerance) {
   InferenceCheck r;
-  r.status = check_problem(kernel, p);
-  if (r.status) r.status = validate_inputs(p, in);
+  r.status = run_decode(kernel, p, in, r.output, &r.guard_writes);
   if (!r.status) return r;
-  // The kernel reads the inputs rounded to p.dtype; so does the reference (a no-op for
-  // random_paged_inputs, which rounds already).
+  // The kernel read the inputs rounded to p.dtype; so does the reference (a no-op for
+  // random_paged_inputs, which rounds already; it matters for inputs loaded elsewhere).
   PagedInputs rounded = in;
   round_inputs(rounded, p.dtype);
-  try {
-    PagedDeviceTensors tensors(kernel, p, rounded, kGuardElements);
-    r.status = run_once(
-        tensors, [](PagedDeviceTensors& t) { return t.decode(nullptr); }, p.q_elements(), r);
-  } catch (const CudaError& e) {  // an allocation or upload
-    r.status = Status::error(e.what());
-  }
-  if (!r.status) return r;
   r.reference = paged_reference(p, rounded);
   r.comparison = compare_output(output_shape(p), r.output, r.reference, tolerance);
   return r;
@@ -198,20 +222,10 @@ InferenceCheck check_decode(const Kernel& kernel, const PagedProblem& p, const P
 InferenceCheck check_prefill(const Kernel& kernel, const VarlenProblem& p,
                              const VarlenInputs& in, double tolerance) {
   InferenceCheck r;
-  r.status = check_problem(kernel, p);
-  if (r.status) r.status = validate_inputs(p, in);
+  r.status = run_prefill(kernel, p, in, r.output, &r.guard_writes);
   if (!r.status) return r;
   VarlenInputs rounded = in;
   round_inputs(rounded, p.dtype);
-  try {
-    VarlenDeviceTensors tensors(kernel, p, rounded, kGuardElements);
-    r.status = run_once(
-        tensors, [](VarlenDeviceTensors& t) { return t.prefill(nullptr); },
-        int64_t(rounded.q.size()), r);
-  } catch (const CudaError& e) {
-    r.status = Status::error(e.what());
-  }
-  if (!r.status) return r;
   r.reference = varlen_reference(p, rounded);
   r.comparison = compare_output(output_shape(p), r.output, r.reference, tolerance);
   return r;

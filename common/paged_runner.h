@@ -63,6 +63,15 @@ class VarlenDeviceTensors {
   DeviceBuffer<int32_t> cu_q_, cu_k_;
 };
 
+// Like run_kernel (common/runner.h): checks the problem and the inputs, runs the entry point
+// once on poisoned buffers with kGuardElements after O, and returns O (q_elements() values,
+// or total_q * heads * head_dim) as floats; `guard_writes` (if given) counts guard elements
+// that were overwritten. Errors (a refusal, bad inputs, a CUDA error) come back as a Status.
+Status run_decode(const Kernel& kernel, const PagedProblem& p, const PagedInputs& in,
+                  std::vector<float>& out, int64_t* guard_writes = nullptr);
+Status run_prefill(const Kernel& kernel, const VarlenProblem& p, const VarlenInputs& in,
+                   std::vector<float>& out, int64_t* guard_writes = nullptr);
+
 // Like CheckResult (common/runner.h), for the two inference entry points.
 struct InferenceCheck {
   Status status = Status::ok();

@@ -18,8 +18,9 @@ namespace attn {
 template <class Worker>
 void parallel_rows(int64_t rows, int64_t work_per_row, Worker worker) {
   if (rows <= 0) return;
-  const int64_t max_threads = std::max<int64_t>(1, rows * std::max<int64_t>(work_per_row, 1) /
-                                                       (int64_t(1) << 16));
+  // In double: rows times work can pass 2^63 for the largest problems validate() allows.
+  const double work = double(rows) * double(std::max<int64_t>(work_per_row, 1));
+  const int64_t max_threads = int64_t(std::clamp(work / 65536.0, 1.0, 1024.0));
   const int threads = int(std::min<int64_t>(
       {int64_t(std::max(1u, std::thread::hardware_concurrency())), max_threads, rows}));
   std::vector<std::thread> pool;

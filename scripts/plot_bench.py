@@ -4,7 +4,9 @@
 Usage: python scripts/plot_bench.py BENCH.json [MORE.json ...] --out-dir docs/img [--prefix NAME]
 
 Writes <prefix>_tflops.png, <prefix>_memory.png and <prefix>_speedup.png (the last only
-when at least two kernels are present). Only rows with status "ok" are plotted.
+when at least two kernels are present). Only rows with status "ok" are plotted, and only dense
+sweeps: rows with a "problem" other than "dense" (module 10's "decode" rows, whose lengths
+differ per sequence) are left out.
 
 Element types: each row's "dtype" ("f32", "f16", "bf16"; rows without one, written before
 16-bit modules existed, are f32, and PyTorch rows' "float32" is f32 too). When the rows mix
@@ -62,6 +64,8 @@ def load_benches(paths):
             raise PlotError(f"{path}: 'results' is not a list")
         for i, row in enumerate(results):
             if not isinstance(row, dict) or row.get("status") != "ok":
+                continue
+            if row.get("problem", "dense") != "dense":
                 continue
             missing = [key for key in REQUIRED if row.get(key) is None]
             if missing:

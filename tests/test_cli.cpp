@@ -13,6 +13,7 @@
 #include "common/cli.h"
 #include "common/device.h"
 #include "common/npy.h"
+#include "common/paged.h"
 #include "common/random.h"
 #include "common/registry.h"
 
@@ -162,8 +163,8 @@ TEST_CASE("modules 00-04 refuse grouped K/V heads in one line; 05 and 06 accept 
     INFO(k.label());
     // Each module in its own element type (a 16-bit module refuses f32 problems).
     gqa.dtype = mqa.dtype = mha.dtype = k.native_dtype();
-    if (k.inference) {  // module 10 takes paged and packed problems, never dense ones
-      CHECK_FALSE(k.supports(mha).is_ok());
+    if (k.inference) {  // module 10 runs decode and prefill problems, no dense one
+      CHECK(k.supports(mha).message().find("--seqlens-k") != std::string::npos);
       continue;
     }
     CHECK(k.supports(mha).is_ok());
@@ -475,4 +476,292 @@ TEST_CASE("no GPU: the reason names a missing driver, not a driver version") {
   INFO(reason);
   CHECK(reason.find("insufficient") == std::string::npos);
   if (!nvidia_driver_present()) CHECK(reason.find("no NVIDIA GPU or driver found") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inference modules (module 10): decode over a paged KV cache and packed prefill. A fake
+// inference module (97) stands in for module 10, registered the way module 10 registers; its
+// entry points never run here: every case below fails before the GPU, or needs a GPU and says
+// so in one line (with a GPU, the fake's own error).
+
+namespace {
+
+Status fake_paged_supports(const PagedProblem& p) {
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return Status::error("fake decoding supports head_dim 64 or 128 (got " +
+                         std::to_string(p.head_dim) + ")");
+  return Status::ok();
+}
+Status fake_varlen_supports(const VarlenProblem&) { return Status::ok(); }
+Status fake_decode(const PagedProblem&, const PagedDevicePtrs&, cudaStream_t) {
+  return Status::error("fake decode ran");
+}
+Status fake_prefill(const VarlenProblem&, const void*, const void*, const void*, const int32_t*,
+                    const int32_t*, void*, cudaStream_t) {
+  return Status::error("fake prefill ran");
+}
+const InferenceEntry kFakeInferenceEntry{fake_paged_supports, fake_varlen_supports, nullptr,
+                                         fake_decode,         fake_prefill,         nullptr};
+
+}  // namespace
+
+ATTN_REGISTER_MODULE_INFERENCE(97, "fake_inference", "an inference module for tests",
+                               refuse_dense_problem, kFakeInferenceEntry)
+
+namespace {
+
+// A run that passed every check before the GPU: without one it says so, with one the fake
+// entry point answers.
+void expect_reached_the_gpu(const Result& r, const char* entry_error) {
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  if (cuda_device_count() == 0)
+    CHECK(r.err.find("needs a GPU") != std::string::npos);
+  else
+    CHECK(r.err.find(entry_error) != std::string::npos);
+}
+
+std::vector<std::string> run10(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), {"run", "-m", "97"});
+  return flags;
+}
+
+}  // namespace
+
+TEST_CASE("inference module: registered by the macro, 16-bit, refuses dense problems") {
+  const Kernel* k = find_kernel(97, Impl::solution);
+  REQUIRE(k != nullptr);
+  CHECK(k->inference == &kFakeInferenceEntry);
+  CHECK(k->backend == Backend::gpu);
+  CHECK(k->native_dtype() == DType::bf16);
+  CHECK(k->accepts(DType::f16));
+  CHECK_FALSE(k->accepts(DType::f32));
+  Problem dense = Problem::make(1, 8, 64, 64, 64);
+  dense.dtype = DType::bf16;
+  const Status s = k->supports(dense);
+  CHECK(s.message().find("--seqlens-k 1,17,4096") != std::string::npos);
+  CHECK(s.message().find("--varlen") != std::string::npos);
+  const Result list = attn_cli({"list"});
+  CHECK(list.out.find("fake_inference") != std::string::npos);
+}
+
+TEST_CASE("attn run on an inference module: valid decode and prefill reach the GPU") {
+  expect_reached_the_gpu(attn_cli(run10({"--seqlens-k", "1,17,4096", "--verify"})),
+                         "fake decode ran");
+  expect_reached_the_gpu(attn_cli(run10({"--random-seqlens", "100", "--batch", "3", "--heads",
+                                         "8", "--kv-heads", "2", "--dim", "64", "--seq-q", "4",
+                                         "--causal", "--page-size", "1", "--shuffle-pages",
+                                         "--dtype", "f16", "--seed", "5", "--time"})),
+                         "fake decode ran");
+  expect_reached_the_gpu(attn_cli(run10({})), "fake decode ran");  // the default shape
+  expect_reached_the_gpu(attn_cli(run10({"--seqlens-k", "0,0"})), "fake decode ran");
+  expect_reached_the_gpu(attn_cli(run10({"--varlen", "--seqlens-q", "3,0,5", "--seqlens-k",
+                                         "3,4,40", "--causal", "--verify"})),
+                         "fake prefill ran");
+  expect_reached_the_gpu(attn_cli(run10({"--varlen", "--random-seqlens", "30"})),
+                         "fake prefill ran");
+}
+
+TEST_CASE("attn run on an inference module: bad lengths and shapes, one line before the GPU") {
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "1,x"})), 1,
+                        "attn: --seqlens-k: 'x' in '1,x' is not a sequence length");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "5,-2"})), 1,
+                        "sequence 1 has a negative length (-2)");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", ""})), 1, "no sequence lengths given");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "5", "--page-size", "48"})), 1,
+                        "page size 48 is not supported: use a power of two from 1 to 1024");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "1,2", "--batch", "3"})), 1,
+                        "--batch 3 disagrees with --seqlens-k (2 lengths)");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "1,2", "--random-seqlens", "5"})), 1,
+                        "--seqlens-k and --random-seqlens both give the lengths");
+  expect_one_line_error(attn_cli(run10({"--random-seqlens", "5", "--batch", "0"})), 1,
+                        "batch must be >= 1 (got 0)");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "4", "--heads", "8", "--kv-heads", "3"})),
+                        1, "kv_heads must divide heads (got heads=8, kv_heads=3)");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "4", "--dim", "80"})), 1,
+                        "fake decoding supports head_dim 64 or 128 (got 80)");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "4", "--dim", "300"})), 1,
+                        "head_dim 300 is out of range");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "4", "--seq-q", "0"})), 1,
+                        "seq_q (new query tokens per sequence) must be >= 1");
+  expect_one_line_error(attn_cli(run10({"--seqlens-k", "4", "--dtype", "f32"})), 1,
+                        "module 97 takes f16 or bf16 tensors");
+  expect_one_line_error(attn_cli(run10({"--random-seqlens", "-1"})), 2, "--random-seqlens");
+  expect_one_line_error(attn_cli(run10({"--page-size", "big"})), 2, "--page-size");
+  expect_one_line_error(attn_cli(run10({"--varlen", "--seqlens-q", "1,2", "--seqlens-k", "3"})), 1,
+                        "--seqlens-q gives 2 lengths and the keys 1");
+  expect_one_line_error(attn_cli(run10({"--varlen", "--seqlens-q", "0,0", "--seqlens-k", "3,4"})),
+                        1, "every sequence has 0 queries");
+  expect_one_line_error(attn_cli(run10({"--varlen", "--seqlens-k", "3,-4"})), 1,
+                        "sequence 1 has a negative length (-4)");
+}
+
+TEST_CASE("attn run: dense flags with an inference module and its flags with a dense one") {
+  expect_one_line_error(attn_cli(run10({"--layout", "bshd"})), 1,
+                        "--layout is for dense modules; module 97 has fixed layouts");
+  expect_one_line_error(attn_cli(run10({"--seq-k", "5"})), 1,
+                        "--seq-k is for dense modules; module 97 takes one key length per "
+                        "sequence: --seqlens-k");
+  expect_one_line_error(attn_cli(run10({"--seq_len", "5"})), 1, "--seq is for dense modules");
+  expect_one_line_error(attn_cli(run10({"--k", "k.npy"})), 1,
+                        "--k is a packed prefill input (with --varlen); decode reads --q, "
+                        "--k-cache, --v-cache and --block-table");
+  expect_one_line_error(attn_cli(run10({"--seqlens-q", "1,2"})), 1,
+                        "--seqlens-q goes with --varlen");
+  expect_one_line_error(attn_cli(run10({"--varlen", "--seq-q", "2"})), 1,
+                        "with --varlen each sequence has its own query length: --seqlens-q");
+  for (const char* flag : {"--page-size", "--k-cache", "--block-table"})
+    expect_one_line_error(attn_cli(run10({"--varlen", flag, "16"})), 1,
+                          std::string(flag) + " is for paged decode; --varlen prefill reads "
+                                              "packed --q, --k and --v");
+  expect_one_line_error(attn_cli(run10({"--varlen", "--shuffle-pages"})), 1,
+                        "--shuffle-pages is for paged decode");
+
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--seqlens-k", "1,2"}), 1,
+                        "--seqlens-k is for inference modules (module 10: decode over a paged KV "
+                        "cache, --varlen prefill); module 00 runs dense problems");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--varlen"}), 1,
+                        "--varlen is for inference modules");
+  expect_one_line_error(attn_cli({"run", "-m", "98", "--page-size", "16"}), 1,
+                        "--page-size is for inference modules");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--random-seqlens", "9"}), 1,
+                        "--random-seqlens is for inference modules");
+}
+
+TEST_CASE("attn run on an inference module: decode from .npy files, every mismatch one line") {
+  const std::string q = temp_path("dq.npy"), k = temp_path("dk.npy"), v = temp_path("dv.npy"),
+                    t = temp_path("dt.npy"), lens = temp_path("dlens.npy");
+  // 2 sequences, 1 new token, 4 heads over 2 K/V heads, dim 64; a pool of 4 pages of 16.
+  write_random_npy(q, {2, 1, 4, 64}, 1);
+  write_random_npy(k, {4, 16, 2, 64}, 2);
+  write_random_npy(v, {4, 16, 2, 64}, 3);
+  write_npy_int32(t, {2, 2}, {3, 0, 1, -1});
+  const auto files = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"run", "-m", "97", "--q", q, "--k-cache", k, "--v-cache", v,
+                                     "--block-table", t};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  expect_reached_the_gpu(attn_cli(files({"--seqlens-k", "20,16", "--verify"})), "fake decode ran");
+  write_npy_int32(lens, {2}, {20, 16});
+  expect_reached_the_gpu(attn_cli(files({"--seqlens-k", lens})), "fake decode ran");
+
+  expect_one_line_error(attn_cli(files({})), 1, "do not say how long each sequence is");
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "1,2,3"})), 1,
+                        "--seqlens-k gives 3 lengths for the 2 sequences of " + q);
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "20,40"})), 1,
+                        "sequence 1 has 40 keys, more than its table row of 2 pages x 16 tokens");
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "20,17"})), 1,
+                        t + ": block_table[1][1] = -1 is not a page");
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16", "--heads", "8"})), 1,
+                        "--heads 8 disagrees with the .npy files (4)");
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16", "--page-size", "32"})), 1,
+                        "--page-size 32 disagrees with the .npy files (16)");
+  expect_one_line_error(attn_cli({"run", "-m", "97", "--q", q, "--k-cache", k}), 1,
+                        "--q, --k-cache, --v-cache and --block-table go together");
+
+  SUBCASE("table entries past the pool") {
+    write_npy_int32(t, {2, 2}, {3, 0, 9, -1});
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "block_table[1][0] = 9 points past the cache (4 pages)");
+  }
+  SUBCASE("a float table, a rank-1 table, lengths of rank 2") {
+    write_random_npy(t, {2, 2}, 4);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "expected an integer array (int32 '<i4' or int64 '<i8')");
+    write_npy_int32(t, {4}, {3, 0, 1, 2});
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "expected [batch, pages_per_seq] (rank 2)");
+    write_npy_int32(t, {2, 2}, {3, 0, 1, -1});
+    write_npy_int32(lens, {1, 2}, {20, 16});
+    expect_one_line_error(attn_cli(files({"--seqlens-k", lens})), 1,
+                          "expected a list of lengths (rank 1)");
+  }
+  SUBCASE("shapes that disagree") {
+    write_random_npy(q, {2, 4, 64}, 1);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "expected [batch, seq_q, heads, dim] (rank 4)");
+    write_random_npy(q, {2, 1, 4, 128}, 1);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "head dim 64 differs from Q's 128");
+    write_random_npy(q, {3, 1, 4, 64}, 1);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16,1"})), 1,
+                          t + ": 2 rows for the 3 sequences of " + q);
+    write_random_npy(q, {2, 1, 4, 64}, 1);
+    write_random_npy(v, {4, 16, 1, 64}, 3);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          "differs from the K cache's (4, 16, 2, 64)");
+    write_random_npy(k, {4, 48, 1, 64}, 2);
+    write_random_npy(v, {4, 48, 1, 64}, 3);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1, "page size 48");
+  }
+  SUBCASE("a NaN in the cache") {
+    std::vector<float> data(4 * 16 * 2 * 64, 0.25f);
+    data[77] = std::nanf("");
+    write_npy(k, {4, 16, 2, 64}, data);
+    expect_one_line_error(attn_cli(files({"--seqlens-k", "20,16"})), 1,
+                          k + ": element 77 is NaN");
+  }
+  for (const std::string& path : {q, k, v, t, lens}) std::remove(path.c_str());
+}
+
+TEST_CASE("attn run --varlen from packed .npy files") {
+  const std::string q = temp_path("pq.npy"), k = temp_path("pk.npy"), v = temp_path("pv.npy");
+  write_random_npy(q, {8, 4, 64}, 1);  // queries 3 + 5
+  write_random_npy(k, {10, 2, 64}, 2);  // keys 4 + 6
+  write_random_npy(v, {10, 2, 64}, 3);
+  const auto files = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"run", "-m", "97", "--varlen", "--q", q, "--k", k, "--v", v};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  expect_reached_the_gpu(attn_cli(files({"--seqlens-q", "3,5", "--seqlens-k", "4,6"})),
+                         "fake prefill ran");
+  expect_one_line_error(attn_cli(files({"--seqlens-q", "3,6", "--seqlens-k", "4,6"})), 1,
+                        q + " holds 8 query rows but --seqlens-q sums to 9");
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "4,6"})), 1,
+                        q + " holds 8 query rows but --seqlens-k sums to 10");
+  expect_one_line_error(attn_cli(files({"--seqlens-q", "3,5", "--seqlens-k", "4,5"})), 1,
+                        k + " holds 10 key rows but the key lengths sum to 9");
+  expect_one_line_error(attn_cli(files({"--seqlens-q", "3,5", "--seqlens-k", "4,6", "--dim",
+                                        "128"})),
+                        1, "--dim 128 disagrees with the .npy files (64)");
+  expect_one_line_error(attn_cli({"run", "-m", "97", "--varlen", "--q", q}), 1,
+                        "--q, --k and --v go together");
+  write_random_npy(q, {1, 8, 4, 64}, 1);
+  expect_one_line_error(attn_cli(files({"--seqlens-k", "4,6"})), 1,
+                        "expected [total_q, heads, dim] (rank 3)");
+  for (const std::string& path : {q, k, v}) std::remove(path.c_str());
+}
+
+TEST_CASE("attn bench on an inference module: decode flags checked before the GPU") {
+  const std::string json = temp_path("never_decode.json");
+  expect_one_line_error(attn_cli({"bench", "--modules", "97", "--seqlens-k", "1,x", "--out", json}),
+                        1, "--seqlens-k: 'x' in '1,x' is not a sequence length");
+  expect_one_line_error(attn_cli({"bench", "--modules", "97", "--page-size", "48", "--out", json}),
+                        1, "page size 48 is not supported");
+  expect_one_line_error(attn_cli({"bench", "--modules", "97", "--kv-heads", "3", "--out", json}),
+                        1, "kv_heads must divide heads");
+  expect_one_line_error(attn_cli({"bench", "--modules", "97", "--batch", "4", "--out", json}), 1,
+                        "--batch in a benchmark is the number of --random-seqlens lengths");
+  expect_one_line_error(attn_cli({"bench", "--modules", "97", "--preset", "huge", "--out", json}),
+                        1, "unknown bench preset 'huge'");
+  expect_one_line_error(attn_cli({"bench", "--modules", "3", "--seqlens-k", "5", "--out", json}), 1,
+                        "--seqlens-k sets the decode shapes of an inference module (module 10); "
+                        "none of the modules benchmarked here is one");
+  expect_one_line_error(attn_cli({"bench", "--modules", "3", "--shuffle-pages", "--out", json}), 1,
+                        "--shuffle-pages sets the decode shapes");
+  const Result f32 = attn_cli({"bench", "--modules", "97", "--dtype", "f32", "--out", json});
+  CHECK(f32.out.find("note: skipped: module 97 takes f16 or bf16 tensors") != std::string::npos);
+  expect_one_line_error(f32, 1, "none of the modules to benchmark takes --dtype f32");
+  if (cuda_device_count() > 0) return;  // below: what a machine without a GPU says
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--seqlens-k", "1,17,4096", "--page-size", "64"},
+        std::vector<std::string>{"--random-seqlens", "1000", "--batch", "16", "--shuffle-pages"},
+        std::vector<std::string>{"--modules", "3,97", "--seqlens-k", "5"}}) {
+    std::vector<std::string> args = {"bench", "--modules", "97", "--out", json};
+    args.insert(args.end(), flags.begin(), flags.end());
+    expect_one_line_error(attn_cli(args), 1, "the benchmark needs a GPU");
+  }
 }

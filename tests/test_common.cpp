@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -271,6 +272,64 @@ TEST_CASE("npy: clear errors for what we do not read") {
   CHECK(error_of(text).find("not a .npy file") != std::string::npos);
   CHECK(error_of(temp_path("missing.npy")).find("cannot open") != std::string::npos);
   for (const std::string& path : {f64, fortran, truncated, text}) std::remove(path.c_str());
+}
+
+TEST_CASE("npy: integer arrays (int32 and int64) for block tables and lengths") {
+  // The raw bytes of a version-1 .npy file: what np.save writes for an integer array.
+  auto write_ints = [](const std::string& path, const char* descr, const std::string& shape,
+                       const void* data, size_t bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write("\x93NUMPY\x01\x00", 8);
+    std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
+                    shape + ", }";
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h.push_back('\n');
+    const char len[2] = {char(h.size() & 0xFF), char(h.size() >> 8)};
+    f.write(len, 2);
+    f.write(h.data(), std::streamsize(h.size()));
+    f.write(static_cast<const char*>(data), std::streamsize(bytes));
+  };
+  auto error_of = [](const std::string& path) -> std::string {
+    try {
+      read_npy_int32(path);
+    } catch (const NpyError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string i4 = temp_path("table_i4.npy"), i8 = temp_path("table_i8.npy");
+  const std::vector<int32_t> table = {3, 0, -1, 7, 2, 2147483647};
+  write_npy_int32(i4, {2, 3}, table);
+  NpyIntArray a = read_npy_int32(i4);
+  CHECK(a.shape == std::vector<int64_t>{2, 3});
+  CHECK(a.data == table);
+  const std::vector<int64_t> wide = {5, -1, 4096, -2147483648LL};
+  write_ints(i8, "<i8", "(4,)", wide.data(), wide.size() * 8);
+  a = read_npy_int32(i8);
+  CHECK(a.shape == std::vector<int64_t>{4});
+  CHECK(a.data == std::vector<int32_t>{5, -1, 4096, INT32_MIN});
+
+  const std::vector<int64_t> huge = {1, 3000000000LL};
+  write_ints(i8, "<i8", "(2,)", huge.data(), huge.size() * 8);
+  CHECK(error_of(i8).find("element 1 is 3000000000, outside the int32 range") != std::string::npos);
+  write_ints(i8, "<i8", "(3,)", huge.data(), huge.size() * 8);  // one value short
+  CHECK(error_of(i8).find("ends before the 3 int64 values") != std::string::npos);
+  const std::string f4 = temp_path("table_f4.npy");
+  write_npy(f4, {2}, {1.0f, 2.0f});
+  CHECK(error_of(f4).find("expected an integer array (int32 '<i4' or int64 '<i8')") !=
+        std::string::npos);
+  CHECK(error_of(f4).find("astype(np.int32)") != std::string::npos);
+  const uint16_t shorts[2] = {1, 2};
+  write_ints(i8, "<i2", "(2,)", shorts, 4);
+  CHECK(error_of(i8).find("'<i2'") != std::string::npos);
+  // The float reader still refuses integer files, naming what it expects.
+  try {
+    read_npy(i4);
+    FAIL("read_npy accepted an int32 file");
+  } catch (const NpyError& e) {
+    CHECK(std::string(e.what()).find("expected float32") != std::string::npos);
+  }
+  for (const std::string& path : {i4, i8, f4}) std::remove(path.c_str());
 }
 
 TEST_CASE("random: same seed same numbers, different seeds differ, range respected") {

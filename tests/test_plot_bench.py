@@ -224,6 +224,22 @@ class PlotBenchTest(unittest.TestCase):
         self.assertEqual(plot.kernel_order(bf16), ["07_tensor_cores/solution", "torch_sdpa_flash"])
         self.assertEqual(plot.dtype_note(bf16), " (bf16)")
 
+    def test_decode_rows_are_left_out(self):
+        # Module 10's decode rows (one length per sequence, "problem": "decode") are no point of
+        # a dense sweep: the plots keep the dense rows and say nothing of the decode ones.
+        plot = load_script("plot_bench")
+        decode = dict(bench_row("10_decoding/solution", 10, 512, 128, 0.05), problem="decode",
+                      seqlens_k={"count": 8, "min": 1, "mean": 300.5, "max": 512, "total": 2404},
+                      page_size=16, dtype="bf16")
+        dense = two_kernel_rows()
+        path = self.write("with_decode.json", bench_doc(dense + [decode]))
+        _, _, rows = plot.load_benches([path])
+        self.assertEqual(len(rows), len([r for r in dense if r["status"] == "ok"]))
+        self.assertNotIn("10_decoding/solution", {r["kernel"] for r in rows})
+        r = self.run_script(self.write("only_decode.json", bench_doc([decode])))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("no results with status 'ok'", r.stderr)
+
     def test_legends_use_the_lessons_names(self):
         # Legends name the kernels as the lessons do; the series keys stay the registry labels.
         plot = load_script("plot_bench")
