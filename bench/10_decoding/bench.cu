@@ -1,18 +1,22 @@
 // bench_10: module 10 measured. Decoding is memory-bound, so every decode row is reported in
 // GB/s beside the GPU's HBM read bandwidth measured by this program in the same run (a
-// kernel that only reads). Rows:
-//   read_hbm          the read kernel: the ceiling a decode kernel is held to
-//   decode            the solution (split plan from choose_splits), pages of --page-size
-//                     tokens shuffled through the pool
-//   decode_one_split  the same kernel with one split: one block per (sequence, K/V head),
-//                     the starved grid that split-KV fixes
-//   decode_mha_cache  GQA not exploited: the same queries over a cache with one K/V head per
-//                     query head (group times the bytes)
-//   prefill_varlen    packed prefill (module 07's kernel over cu_seqlens) beside module 07 on
-//                     a dense batch with the same tokens
-// Every kernel is first checked against the double reference on small shapes. Between timed
-// runs a 256 MiB memset evicts the 50 MiB L2, so no run reads K/V that the previous one left
-// in L2 (scripts/compare_torch_decode.py does the same for PyTorch).
+// kernel that only reads, 4 GiB). Rows:
+//   decode                the solution (split plan from choose_splits), pages of --page-size
+//                         tokens shuffled through the pool
+//   decode_splits(_chosen) the same kernel with 1 ... 64 splits (the heuristic's choice
+//                         marked): the time-versus-splits curve of README section 2
+//   decode_one_split      one block per (sequence, K/V head)
+//   decode_mha_cache      GQA not exploited: the same queries over a cache with one K/V head
+//                         per query head (group times the bytes)
+//   decode_head_major     the same bytes with each head's page rows contiguous
+//   decode_pageN_*        page sizes 16, 64, 256, pages in order or shuffled
+//   decode_stages2/4, decode_wW_sS  the ring depth and the warps per block
+//   decode_varlen         32 sequences of random lengths
+//   prefill_varlen_*      packed prefill (module 07's kernel over cu_seqlens) beside module 07
+//                         (module07_dense_1024) on a dense batch with the same tokens
+// Every kernel is first checked against the double reference on small shapes. Before every
+// timed run a 256 MiB read evicts the 50 MiB L2, so no run reads K/V that the previous one
+// left there (scripts/compare_torch_decode.py does the same for PyTorch).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -165,9 +169,9 @@ struct Configs {
 using Production = Configs<m10::Decode64, m10::Decode128>;
 using TwoStages = Configs<m10::DecodeConfig<64, 4>, m10::DecodeConfig<128, 2>>;
 using FourStages = Configs<m10::DecodeConfig<64, 8>, m10::DecodeConfig<128, 4>>;
-using HeadsFast = Configs<m10::DecodeConfig<64, 6, true>, m10::DecodeConfig<128, 3, true>>;
-using Prefetch256 =
-    Configs<m10::DecodeConfig<64, 6, false, true>, m10::DecodeConfig<128, 3, false, true>>;
+using W2S3 = Configs<m10::DecodeConfig<64, 6, 2>, m10::DecodeConfig<128, 3, 2>>;
+using W1S6 = Configs<m10::DecodeConfig<64, 12, 1>, m10::DecodeConfig<128, 6, 1>>;
+using W8S2 = Configs<m10::DecodeConfig<64, 3, 8>, m10::DecodeConfig<128, 2, 8>>;
 
 struct Options {
   bool quick = false;
@@ -202,8 +206,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     Flusher flush;
-    // The largest cache of the sweep: 32 x 131072 tokens x 8 K/V heads x 128 (quick: 32 x 32768).
-    Arena arena(int64_t(32) * (opt.quick ? 32768 : 131072) * 8 * 128);
+    // The largest cache of the sweep: 32 x 131072 tokens x 8 K/V heads x 128 (as large as
+    // 32 x 32768 tokens x 32 K/V heads, the cache without GQA): 8.6 GB each for K and V.
+    Arena arena(int64_t(32) * 131072 * 8 * 128);
     const double hbm = measure_hbm_read(flush, opt.iters);
     std::printf("%s: HBM read %.0f GB/s (measured), %.0f GB/s (spec sheet)\n", dev.name.c_str(),
                 hbm, dev.peak_bandwidth_gbs);
@@ -254,7 +259,19 @@ int main(int argc, char** argv) {
       report(name, p, plan, ms, shuffle);
     };
 
-    // The issue's shapes: 32 query heads over 8 K/V heads, d = 128, one new token.
+    // Warps per block (16 keys each per tile) and ring stages: how many blocks share an SM.
+    auto warps_sweep = [&](const PagedProblem& p) {
+      auto one = [&](const char* name, auto configs) {
+        using C = typename decltype(configs)::C128;
+        time_decode(name, p, m10::choose_splits(p, dev.sm_count, C::kBlocksPerSm), configs);
+      };
+      if (opt.quick) return;
+      one("decode_w2_s3", W2S3{});
+      one("decode_w1_s6", W1S6{});
+      one("decode_w8_s2", W8S2{});
+    };
+
+    // The decode shapes of the lesson: 32 query heads over 8 K/V heads, d = 128, one token.
     std::vector<int> seqs = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
     std::vector<int> batches = {1, 4, 16, 32, 64, 128};
     if (opt.quick) seqs = {4096, 32768}, batches = {1, 32};
@@ -300,8 +317,20 @@ int main(int argc, char** argv) {
       const m10::SplitPlan plan = m10::choose_splits(p, dev.sm_count);
       time_decode("decode_stages2", p, plan, TwoStages{});
       time_decode("decode_stages4", p, plan, FourStages{});
-      time_decode("decode_heads_fast", p, plan, HeadsFast{});
-      time_decode("decode_prefetch256", p, plan, Prefetch256{});
+      warps_sweep(p);
+      if (n == 4096) {  // and the small batches, where per-block costs weigh most
+        for (int b : {1, 16}) {
+          const PagedProblem small = PagedProblem::make(32, 8, 128, 1, std::vector<int>(b, n * (b == 1 ? 8 : 1)),
+                                                        opt.page_size, false, DType::bf16);
+          time_decode("decode", small, m10::choose_splits(small, dev.sm_count), Production{});
+          warps_sweep(small);
+        }
+      }
+      // The same bytes with each K/V head's page rows contiguous (a head-major page layout):
+      // one sequence per (sequence, K/V head), one K/V head of `group` query heads.
+      const PagedProblem hm = PagedProblem::make(4, 1, 128, 1, std::vector<int>(32 * 8, n),
+                                                 opt.page_size, false, DType::bf16);
+      time_decode("decode_head_major", hm, m10::choose_splits(hm, dev.sm_count), Production{});
       for (int r = 0; r < 3; ++r) time_decode("decode_repeat", p, plan, Production{});
       for (int page : {16, 64, 256})
         for (bool shuffle : {false, true}) {

@@ -101,10 +101,11 @@ inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
 // that end at once.
 constexpr int kBlockFixedKeys = 128;
 
-inline SplitPlan choose_splits(const PagedProblem& p, int sms, int fixed_keys = kBlockFixedKeys) {
+inline SplitPlan choose_splits(const PagedProblem& p, int sms, int blocks_per_sm = 2,
+                               int fixed_keys = kBlockFixedKeys) {
   if (p.batch == 0) return SplitPlan{};
   const int64_t base = int64_t(p.batch) * p.kv_heads * row_tiles(p);
-  const int64_t slots = 2 * int64_t(std::max(sms, 1));
+  const int64_t slots = int64_t(blocks_per_sm) * std::max(sms, 1);
   const int max_len = p.max_seqlen_k();
   const int most = std::min(kMaxSplits, std::max(1, (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple));
   SplitPlan best = plan_with_splits(p, 1);

@@ -59,20 +59,6 @@ __device__ __forceinline__ uint16_t to_bits<__half>(float x) {
   return __half_as_ushort(__float2half_rn(x));
 }
 
-// A 16-byte cp.async (common/device/cp_async.cuh), optionally with the L2 prefetch-size hint.
-template <bool kPrefetch256>
-__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
-#if __CUDA_ARCH__ >= 800
-  if constexpr (kPrefetch256) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
-                 "l"(gmem), "r"(valid ? 16 : 0)
-                 : "memory");
-    return;
-  }
-#endif
-  device::cp_async_16(smem, gmem, valid);
-}
-
 // Everything the decode kernels need, by value in constant parameter space.
 struct DecodeParams {
   const uint16_t* q = nullptr;        // [batch, seq_q, heads, head_dim]
@@ -108,21 +94,13 @@ struct SequenceRows {
   int k_len;
 };
 
-// One configuration of the decode kernel: D (head_dim padded to 64 or 128) and the number of
-// ring stages. kMinBlocks blocks fit on an SM by shared memory (2 up to ~113 KB each).
-template <int D_, int kStages_, bool kHeadsFast_ = false, bool kPrefetch256_ = false>
+// One configuration of the decode kernel: D (head_dim padded to 64 or 128), the number of
+// ring stages and of warps (a tile has 16 keys per warp).
+template <int D_, int kStages_, int kWarps_ = 4>
 struct DecodeConfig {
   static constexpr int D = D_;  // padding columns are zeros
   static constexpr int kStages = kStages_;
-  // Grid order: false = (split, K/V head x row tile, sequence), consecutive blocks take
-  // consecutive splits; true = (K/V head x row tile, split, sequence), consecutive blocks take
-  // the K/V heads of one split, which read the same cache rows (a row holds every head).
-  static constexpr bool kHeadsFast = kHeadsFast_;
-  // Copies ask the L2 to fetch the whole 256-byte span around each 16-byte piece from DRAM
-  // (cp.async's .L2::256B prefetch size): a 256-byte K/V row of one head arrives in one
-  // DRAM burst instead of sector by sector.
-  static constexpr bool kPrefetch256 = kPrefetch256_;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kWarps_;  // each computes a 16-key slice of every tile
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16;               // query rows per block: one mma row tile
   static constexpr int kKeys = 16 * kWarps;      // keys per tile: a 16-key slice per warp
@@ -130,7 +108,10 @@ struct DecodeConfig {
   static constexpr int kRingElems = kStages * 2 * kTileElems;  // [K0 V0 | K1 V1 | ...]
   static constexpr int kQOffset = kRingElems;
   static constexpr int kSmemBytes = 2 * (kRingElems + kRows * D);
-  static constexpr int kMinBlocks = kSmemBytes <= 113 * 1024 ? 2 : 1;
+  // Blocks per SM that shared memory allows (228 KB per SM, 1 KB of it reserved per block).
+  static constexpr int kBlocksPerSm =
+      (228 * 1024) / (kSmemBytes + 1024) < 8 ? (228 * 1024) / (kSmemBytes + 1024) : 8;
+  static constexpr int kMinBlocks = kBlocksPerSm;
   // The end-of-block merge reuses the ring: per warp, O (padded rows: fewer bank conflicts
   // on the float2 stores), m and l.
   static constexpr int kMergeStride = D + 8;
@@ -160,8 +141,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   constexpr int D = C::D;
   extern __shared__ __align__(128) uint16_t smem[];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int split = int(C::kHeadsFast ? blockIdx.y : blockIdx.x);
-  const int head_tile = int(C::kHeadsFast ? blockIdx.x : blockIdx.y);
+#if __CUDA_ARCH__ >= 900
+  // The combine kernel may be launched once every block of this grid has started.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  const int split = int(blockIdx.x);
+  const int head_tile = int(blockIdx.y);
   const int kv_head = head_tile / prm.row_tiles;
   const int row0 = (head_tile % prm.row_tiles) * C::kRows;
   const int b = int(blockIdx.z);
@@ -199,8 +184,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       const int r = i / (D / 8), c = i % (D / 8), key = key0 + r;
       const bool ok = key < load_end && c * 8 < prm.head_dim;
       const int64_t at = ok ? Steps::key_offset(prm, pages, key, kv_head) + c * 8 : 0;
-      copy16<C::kPrefetch256>(sK + chunk_offset<D, true>(r, c), prm.k_cache + at, ok);
-      copy16<C::kPrefetch256>(sV + chunk_offset<D, true>(r, c), prm.v_cache + at, ok);
+      device::cp_async_16(sK + chunk_offset<D, true>(r, c), prm.k_cache + at, ok);
+      device::cp_async_16(sV + chunk_offset<D, true>(r, c), prm.v_cache + at, ok);
     }
   };
 #pragma unroll
@@ -240,7 +225,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int t = 0; t < tiles; ++t) {
     device::cp_async_wait<C::kStages - 2>();
     __syncthreads();  // tile t landed for every thread; stage (t - 1) % kStages is free
-    if (t + C::kStages - 1 < tiles) load_tile(t + C::kStages - 1, (t + C::kStages - 1) % C::kStages);
+    if (t + C::kStages - 1 < tiles)
+      load_tile(t + C::kStages - 1, (t + C::kStages - 1) % C::kStages);
     device::cp_async_commit();
 
     const int slot = t % C::kStages;
@@ -358,6 +344,9 @@ template <class Steps, class T>
 __global__ void __launch_bounds__(128) combine_kernel(const DecodeParams prm) {
   __shared__ float lse[kMaxSplits];
   __shared__ float weight[kMaxSplits];
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials are written
+#endif
   const int64_t rows_total = int64_t(prm.batch) * prm.seq_q * prm.heads;
   const int64_t row = blockIdx.x;
   for (int s = int(threadIdx.x); s < prm.splits; s += int(blockDim.x))
@@ -422,7 +411,8 @@ inline DecodeParams make_params(const PagedProblem& p, const SplitPlan& plan) {
 }
 
 // The kernels need sm_80 (mma.sync with bf16, cp.async); the course also builds for sm_75.
-inline Status require_sm80_decode() {
+// The current GPU's compute capability as 10 * major + minor (asked once; 0 without a GPU).
+inline int compute_capability() {
   static const int cc = [] {
     int device = 0, major = 0, minor = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
@@ -431,6 +421,11 @@ inline Status require_sm80_decode() {
       return 0;
     return 10 * major + minor;
   }();
+  return cc;
+}
+
+inline Status require_sm80_decode() {
+  const int cc = compute_capability();
   if (cc >= 80) return Status::ok();
   return Status::error("module 10 needs an Ampere or newer GPU (sm_80+: bf16 mma.sync, "
                        "cp.async); this one is sm_" + std::to_string(cc));
@@ -465,15 +460,24 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
     return cudaSuccess;
   }();
   ATTN_CUDA_RETURN(opt_in);
-  const unsigned head_tiles = unsigned(p.kv_heads * prm.row_tiles);
-  const dim3 grid = C::kHeadsFast ? dim3(head_tiles, unsigned(plan.splits), unsigned(p.batch))
-                                  : dim3(unsigned(plan.splits), head_tiles, unsigned(p.batch));
+  const dim3 grid(unsigned(plan.splits), unsigned(p.kv_heads * prm.row_tiles), unsigned(p.batch));
   kernels[p.causal ? 1 : 0]<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   ATTN_CUDA_RETURN(cudaGetLastError());
   if (plan.splits > 1) {
     const int64_t rows_total = int64_t(p.batch) * p.seq_q * p.heads;
-    combine_kernel<Steps, T><<<unsigned(rows_total), 128, 0, stream>>>(prm);
-    ATTN_CUDA_RETURN(cudaGetLastError());
+    // On Hopper the combine is a programmatic dependent launch: the GPU prepares it while the
+    // decode kernel's last blocks run, instead of after they end; its griddepcontrol.wait
+    // then waits for the decode kernel's writes (README, section 2).
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(rows_total));
+    config.blockDim = dim3(128);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = compute_capability() >= 90 ? 1 : 0;
+    ATTN_CUDA_RETURN(cudaLaunchKernelEx(&config, combine_kernel<Steps, T>, prm));
   }
   return Status::ok();
 }
