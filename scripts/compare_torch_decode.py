@@ -4,11 +4,14 @@
 One new query token per sequence (q [B, H, 1, D]) against a dense K/V cache
 (k, v [B, KVH, N, D]) through torch.nn.functional.scaled_dot_product_attention with
 enable_gqa=True (the K/V heads are shared, not copied), under one backend at a time:
-flash (FlashAttention-2), cudnn, efficient. The L2 is evicted (a 256 MiB zero fill) before
-every timed run; the time is the median of event-timed runs after warm-up. GB/s counts what a
-decode must move: K and V once (KVH heads), Q and O once -- the same count as bench_10.
+flash (FlashAttention-2), cudnn, efficient. The L2 is evicted before every timed run by
+reading 256 MiB (a read leaves no dirty lines to write back during the timed run); the time
+is the median of event-timed runs after warm-up. GB/s counts what a decode must move: K and
+V once (KVH heads), Q and O once -- the same count as bench_10. --layouts bshd times the
+same caches stored token-major ([B, N, KVH, D] seen through strides), the order of a paged
+cache's rows.
 
-    python3 scripts/compare_torch_decode.py --out docs/results/decode10_torch.json
+    python3 scripts/compare_torch_decode.py --layouts bhsd,bshd --out docs/results/decode10_torch_h100.json
 
 Shapes: H = 32, KVH = 8, D = 128, bf16; N from 512 to 131072 at B = 32, and B from 1 to 128
 at N = 4096 and 32768 (at most 32 x 131072 cached tokens). --quick: N = 4096, 32768; B = 1, 32.
@@ -35,12 +38,12 @@ def shapes(quick):
 
 def median_ms(torch, fn, flush, warmup, iters):
     for _ in range(warmup):
-        flush.zero_()
+        flush.sum()
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
-        flush.zero_()
+        flush.sum()
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
         start.record()
@@ -53,18 +56,25 @@ def median_ms(torch, fn, flush, warmup, iters):
     return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
 
 
-def bench(torch, backend, batch, seq, flush, warmup, iters, heads=32, kv_heads=8, dim=128):
+def bench(torch, backend, batch, seq, flush, warmup, iters, layout="bhsd", heads=32, kv_heads=8,
+          dim=128):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     dtype = torch.bfloat16
-    row = {"kernel": f"torch_sdpa_{backend}", "batch": batch, "heads": heads,
+    row = {"kernel": f"torch_sdpa_{backend}", "layout": layout, "batch": batch, "heads": heads,
            "kv_heads": kv_heads, "head_dim": dim, "seq_q": 1, "seq_k": seq, "dtype": "bf16",
            "status": "ok"}
     row["bytes"] = 2.0 * (2 * batch * kv_heads * seq * dim + 2 * batch * heads * dim)
     try:
         q = torch.rand(batch, heads, 1, dim, device="cuda", dtype=dtype) * 2 - 1
-        k = torch.rand(batch, kv_heads, seq, dim, device="cuda", dtype=dtype) * 2 - 1
-        v = torch.rand(batch, kv_heads, seq, dim, device="cuda", dtype=dtype) * 2 - 1
+        def cache():
+            # bhsd: each head's rows contiguous; bshd: a token's heads side by side (the
+            # layout of a paged cache's rows), the same tensor seen through strides.
+            if layout == "bhsd":
+                return torch.rand(batch, kv_heads, seq, dim, device="cuda", dtype=dtype) * 2 - 1
+            t = torch.rand(batch, seq, kv_heads, dim, device="cuda", dtype=dtype) * 2 - 1
+            return t.transpose(1, 2)
+        k, v = cache(), cache()
         with sdpa_kernel([getattr(SDPBackend, BACKENDS[backend])]):
             def call():
                 return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
@@ -86,6 +96,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="flash,cudnn")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--layouts", default="bhsd",
+                        help="bhsd and/or bshd (comma list): the dense caches' memory order")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--out", required=True)
@@ -100,15 +112,16 @@ def main():
         sys.exit("compare_torch_decode.py: PyTorch is not installed (pip install torch)")
     if not torch.cuda.is_available():
         sys.exit("compare_torch_decode.py: no CUDA GPU visible to PyTorch")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
     rows = []
     print(f"{'kernel':<20} {'batch':>5} {'seq_k':>7} {'ms':>9} {'GB/s':>8}  status")
-    for batch, seq in shapes(args.quick):
-        for backend in backends:
-            row = bench(torch, backend, batch, seq, flush, args.warmup, args.iters)
-            rows.append(row)
-            print(f"{row['kernel']:<20} {batch:>5} {seq:>7} {row['median_ms']:>9.4f} "
-                  f"{row['gbs']:>8.0f}  {row['status']}", flush=True)
+    for layout in args.layouts.split(","):
+        for batch, seq in shapes(args.quick):
+            for backend in backends:
+                row = bench(torch, backend, batch, seq, flush, args.warmup, args.iters, layout)
+                rows.append(row)
+                print(f"{row['kernel']:<20} {layout} {batch:>5} {seq:>7} {row['median_ms']:>9.4f} "
+                      f"{row['gbs']:>8.0f}  {row['status']}", flush=True)
     doc = {"schema": "attn-decode-torch/1",
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
