@@ -282,6 +282,40 @@ class PlotBenchTest(unittest.TestCase):
         self.assertIn("| 01_naive/solution | ", r.stdout)
         self.assertNotIn("(f32)", r.stdout)
 
+    def test_results_table_decode(self):
+        # Module 10: bench_10's and compare_torch_decode.py's files, by schema; the first
+        # decode row of a shape is the one shown; PyTorch's layouts are columns of their own.
+        def ours(kernel, batch, seq, ms, gbs):
+            return {"kernel": kernel, "batch": batch, "seq_k": seq, "median_ms": ms, "gbs": gbs,
+                    "fraction_of_hbm_read": gbs / 3000.0}
+
+        bench = {"schema": "attn-decode-bench/1", "device": {"measured_hbm_read_gbs": 3000.0},
+                 "decode": [ours("decode", 32, 4096, 0.2, 2700.0),
+                            ours("decode_splits", 32, 4096, 0.3, 1800.0),
+                            ours("decode", 1, 4096, 0.05, 900.0),
+                            ours("decode", 32, 4096, 0.21, 2600.0)],
+                 "prefill": [{"kernel": "prefill_varlen_1024", "sequences": 16, "heads": 32,
+                              "head_dim": 64, "causal": True, "median_ms": 0.29,
+                              "tflops": 236.6}]}
+        torch_rows = [{"kernel": "torch_sdpa_cudnn", "layout": layout, "batch": b,
+                       "seq_k": 4096, "status": "ok", "gbs": gbs}
+                      for layout, b, gbs in (("bhsd", 32, 2950.0), ("bshd", 32, 2960.0),
+                                             ("bshd", 1, 1000.0))]
+        torch_rows.append({"kernel": "torch_sdpa_flash", "layout": "bshd", "batch": 1,
+                           "seq_k": 4096, "status": "unsupported: x", "gbs": 0.0})
+        paths = [self.write("bench10.json", bench),
+                 self.write("torch10.json", {"schema": "attn-decode-torch/1",
+                                             "rows": torch_rows})]
+        r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "results_table.py"), *paths],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| keys | ours, ms | ours, GB/s | of HBM read | cudnn bhsd, GB/s | "
+                      "cudnn bshd, GB/s |", r.stdout)
+        self.assertIn("| 4096 | 0.2000 | 2700 | 90% | 2950 | 2960 |", r.stdout)
+        self.assertIn("| 1 | 0.0500 | 900 | 30% | - | 1000 |", r.stdout)
+        self.assertNotIn("flash", r.stdout)  # only an unsupported row
+        self.assertIn("| prefill_varlen_1024 | 16 | 32 x 64 | yes | 0.2900 | 236.6 |", r.stdout)
+
     def test_compare_torch_dtypes_and_merge(self):
         torch_script = load_script("compare_torch")  # imports torch only inside main()
         for text, want in (("f32", "f32"), ("float32", "f32"), ("FP16", "f16"), ("half", "f16"),

@@ -65,7 +65,7 @@ inline Status supports(const VarlenProblem& p) {
   return validate(p);
 }
 
-// ---- How the keys are split across blocks (README, section 3) -----------------------------
+// ---- How the keys are split across blocks (README, section 2) -----------------------------
 
 // Each split reads keys [split * keys_per_split, (split + 1) * keys_per_split) of every
 // sequence (clipped to its length): a whole number of 64-key tiles.

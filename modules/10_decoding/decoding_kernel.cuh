@@ -1,6 +1,6 @@
 // Module 10, given: the decode pipeline, the combine kernel, the append kernel and the packed
-// prefill, everything except the four ideas the exercise writes (DecodeSteps, README
-// sections 2-5):
+// prefill, everything except the five steps the exercise writes (DecodeSteps, README
+// sections 2, 3, 4 and 6):
 //
 //   Steps::query_row(prm, row)              GQA packing: which (query token, head of the
 //                                           group) row `row` of a K/V head's tile holds
