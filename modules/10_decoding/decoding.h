@@ -127,16 +127,15 @@ inline size_t workspace_bytes(const PagedProblem& p, const SplitPlan& plan) {
   return size_t(plan.splits) * size_t(p.q_elements() + rows_total) * sizeof(float);
 }
 
-// The current GPU's SM count (asked once; 132 on an H100 SXM; 1 if there is no GPU).
+// The current GPU's SM count (132 on an H100 SXM; 1 if there is no GPU).
 inline int sm_count() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      return 1;
-    return n;
-  }();
-  return count;
+  // Asked at every call, not cached: a program may switch GPUs (cudaSetDevice), and the
+  // attribute query is a host-side lookup.
+  int device = 0, n = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 1;
+  return n;
 }
 
 // Bytes of fp32 split partials decode() needs for p on the current GPU.

@@ -411,17 +411,15 @@ inline DecodeParams make_params(const PagedProblem& p, const SplitPlan& plan) {
 }
 
 // The kernels need sm_80 (mma.sync with bf16, cp.async); the course also builds for sm_75.
-// The current GPU's compute capability as 10 * major + minor (asked once; 0 without a GPU).
+// The current GPU's compute capability as 10 * major + minor (0 without a GPU), asked at every
+// call like sm_count().
 inline int compute_capability() {
-  static const int cc = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-      return 0;
-    return 10 * major + minor;
-  }();
-  return cc;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return 0;
+  return 10 * major + minor;
 }
 
 inline Status require_sm80_decode() {
