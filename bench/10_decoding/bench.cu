@@ -36,28 +36,15 @@
 #include "common/paged_runner.h"
 #include "common/registry.h"
 #include "common/timing.h"
+#include "bench/10_decoding/device_fill.cuh"
 #include "solutions/10_decoding/decode_steps.cuh"
 
 using namespace attn;
 
 namespace {
 
-// ---- Device-side inputs: random 16-bit values without a trip through the host ---------------
-
-__global__ void fill_random16(uint16_t* x, int64_t n, uint32_t seed, bool bf16) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    const float u = float(h >> 8) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
-    x[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(u)) : __half_as_ushort(__float2half_rn(u));
-  }
-}
-
 void fill(DeviceBuffer<uint16_t>& b, uint32_t seed, DType t) {
-  if (b.size() == 0) return;
-  fill_random16<<<1024, 256>>>(b.get(), int64_t(b.size()), seed, t == DType::bf16);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  bench10::fill_random(b.get(), int64_t(b.size()), seed, t);
 }
 
 // ---- The HBM read ceiling --------------------------------------------------------------------
@@ -150,9 +137,8 @@ struct DecodeBuffers {
     if (p.cache_elements() > int64_t(arena.k.size()))
       throw std::runtime_error("bench_10: the arena is smaller than the cache of " + p.describe());
     fill(q, uint32_t(seed), p.dtype);
-    fill_random16<<<1024, 256>>>(k, p.cache_elements(), uint32_t(seed) + 1, p.dtype == DType::bf16);
-    fill_random16<<<1024, 256>>>(v, p.cache_elements(), uint32_t(seed) + 2, p.dtype == DType::bf16);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    bench10::fill_random(k, p.cache_elements(), uint32_t(seed) + 1, p.dtype);
+    bench10::fill_random(v, p.cache_elements(), uint32_t(seed) + 2, p.dtype);
     ptrs.q = q.get(), ptrs.k_cache = k, ptrs.v_cache = v;
     ptrs.block_table = table.get(), ptrs.seqlens_k = lens.get(), ptrs.o = o.get();
     ptrs.workspace = work.get(), ptrs.workspace_bytes = work.size();
