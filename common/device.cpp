@@ -66,6 +66,23 @@ int fp32_lanes_per_sm(int cc_major, int cc_minor) {
   return 128;  // Volta/Turing 64+64 INT, Ampere GA10x, Ada, Hopper: 128
 }
 
+int current_compute_capability() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return 0;
+  return 10 * major + minor;
+}
+
+int current_sm_count() {
+  int device = 0, n = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return n;
+}
+
 DeviceInfo query_device(int device) {
   cudaDeviceProp prop{};
   ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

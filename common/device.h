@@ -43,6 +43,12 @@ struct DeviceInfo {
 // Queries device `device` (throws CudaError if it cannot).
 DeviceInfo query_device(int device = 0);
 
+// Two attributes of the current device (cudaGetDevice), cheap enough to ask at every launch
+// (host-side lookups, unlike query_device): the compute capability as 10 * major + minor and
+// the SM count; 0 when there is no usable GPU.
+int current_compute_capability();
+int current_sm_count();
+
 // FP32 lanes per SM for a compute capability (128 on Volta..Hopper except sm_80 with 64).
 int fp32_lanes_per_sm(int cc_major, int cc_minor);
 

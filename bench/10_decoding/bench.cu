@@ -160,10 +160,34 @@ using W1S6 = Configs<m10::DecodeConfig<64, 12, 1>, m10::DecodeConfig<128, 6, 1>>
 using W8S2 = Configs<m10::DecodeConfig<64, 3, 8>, m10::DecodeConfig<128, 2, 8>>;
 
 struct Options {
-  bool quick = false;
+  bool quick = false, check_variants = false;
   int iters = 20, warmup = 3, page_size = 16;
   std::string out = "bench10.json";
 };
+
+// A variant's entry point, so that the harness checks it like the registered solution.
+template <class Cs>
+m10::SplitPlan variant_plan(const PagedProblem& p) {
+  return m10::choose_splits(p, m10::sm_count(), Cs::C128::kBlocksPerSm);
+}
+template <class Cs>
+size_t variant_workspace(const PagedProblem& p) {
+  return m10::workspace_bytes(p, variant_plan<Cs>(p));
+}
+template <class Cs>
+Status variant_decode(const PagedProblem& p, const PagedDevicePtrs& t, cudaStream_t s) {
+  return m10::decode_with<Steps, typename Cs::C64, typename Cs::C128>(p, t, s, variant_plan<Cs>(p));
+}
+template <class Cs>
+Kernel variant_kernel(const Kernel& solution) {
+  static InferenceEntry entry;
+  entry = *solution.inference;
+  entry.decode_workspace_bytes = variant_workspace<Cs>;
+  entry.decode = variant_decode<Cs>;
+  Kernel k = solution;
+  k.inference = &entry;
+  return k;
+}
 
 std::string check_row(const PagedProblem& small, const Kernel& kern, double* err) {
   const InferenceCheck r = check_decode(kern, small, random_paged_inputs(small, 11, true));
@@ -178,6 +202,8 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_10: module 10 (decoding, paged KV cache, packed prefill) measured"};
   Options opt;
   app.add_flag("--quick", opt.quick, "fewer shapes");
+  app.add_flag("--check-variants", opt.check_variants,
+               "only check every variant configuration against the reference, then exit");
   app.add_option("--iters", opt.iters, "timed runs per shape");
   app.add_option("--page-size", opt.page_size, "tokens per page (power of two)");
   app.add_option("--out", opt.out, "JSON file to write");
@@ -245,11 +271,33 @@ int main(int argc, char** argv) {
       report(name, p, plan, ms, shuffle);
     };
 
+    // A variant configuration against the reference before it is timed: both head dims,
+    // causal with several tokens, lengths 0 to 20000 (the solution's checks, harder).
+    auto check_variant = [&](const char* name, auto configs) {
+      const Kernel variant = variant_kernel<decltype(configs)>(*m10);
+      for (int d : {64, 128}) {
+        const PagedProblem small = PagedProblem::make(32, 8, d, 3, {0, 1, 17, 1000, 20000},
+                                                      opt.page_size, true, DType::bf16);
+        double err = 0;
+        const std::string status = check_row(small, variant, &err);
+        std::printf("check %-16s D=%3d: %s (rel L2 %.2e)\n", name, d, status.c_str(), err);
+        if (status != "ok") return false;
+      }
+      return true;
+    };
+    if (opt.check_variants) {
+      const bool ok = check_variant("decode_stages2", TwoStages{}) &&
+                      check_variant("decode_stages4", FourStages{}) &&
+                      check_variant("decode_w2_s3", W2S3{}) &&
+                      check_variant("decode_w1_s6", W1S6{}) &&
+                      check_variant("decode_w8_s2", W8S2{});
+      return ok ? 0 : 1;
+    }
+
     // Warps per block (16 keys each per tile) and ring stages: how many blocks share an SM.
     auto warps_sweep = [&](const PagedProblem& p) {
       auto one = [&](const char* name, auto configs) {
-        using C = typename decltype(configs)::C128;
-        time_decode(name, p, m10::choose_splits(p, dev.sm_count, C::kBlocksPerSm), configs);
+        if (check_variant(name, configs)) time_decode(name, p, variant_plan<decltype(configs)>(p), configs);
       };
       if (opt.quick) return;
       one("decode_w2_s3", W2S3{});
@@ -301,8 +349,10 @@ int main(int argc, char** argv) {
       const PagedProblem p = PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, n),
                                                 opt.page_size, false, DType::bf16);
       const m10::SplitPlan plan = m10::choose_splits(p, dev.sm_count);
-      time_decode("decode_stages2", p, plan, TwoStages{});
-      time_decode("decode_stages4", p, plan, FourStages{});
+      if (check_variant("decode_stages2", TwoStages{}))
+        time_decode("decode_stages2", p, plan, TwoStages{});
+      if (check_variant("decode_stages4", FourStages{}))
+        time_decode("decode_stages4", p, plan, FourStages{});
       warps_sweep(p);
       if (n == 4096) {  // and the small batches, where per-block costs weigh most
         for (int b : {1, 16}) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/device.h"
 #include "common/paged.h"
 #include "common/status.h"
 
@@ -127,16 +128,9 @@ inline size_t workspace_bytes(const PagedProblem& p, const SplitPlan& plan) {
   return size_t(plan.splits) * size_t(p.q_elements() + rows_total) * sizeof(float);
 }
 
-// The current GPU's SM count (132 on an H100 SXM; 1 if there is no GPU).
-inline int sm_count() {
-  // Asked at every call, not cached: a program may switch GPUs (cudaSetDevice), and the
-  // attribute query is a host-side lookup.
-  int device = 0, n = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    return 1;
-  return n;
-}
+// The current GPU's SM count (132 on an H100 SXM; 1 if there is no GPU), asked at every call:
+// a program may switch GPUs.
+inline int sm_count() { return std::max(1, current_sm_count()); }
 
 // Bytes of fp32 split partials decode() needs for p on the current GPU.
 inline size_t decode_workspace_bytes(const PagedProblem& p) {

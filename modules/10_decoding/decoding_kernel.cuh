@@ -29,6 +29,7 @@
 #include <string>
 
 #include "common/cuda_check.h"
+#include "common/device.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/math.cuh"
 #include "common/device/warp.cuh"
@@ -411,19 +412,8 @@ inline DecodeParams make_params(const PagedProblem& p, const SplitPlan& plan) {
 }
 
 // The kernels need sm_80 (mma.sync with bf16, cp.async); the course also builds for sm_75.
-// The current GPU's compute capability as 10 * major + minor (0 without a GPU), asked at every
-// call like sm_count().
-inline int compute_capability() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return 0;
-  return 10 * major + minor;
-}
-
 inline Status require_sm80_decode() {
-  const int cc = compute_capability();
+  const int cc = current_compute_capability();  // common/device.h
   if (cc >= 80) return Status::ok();
   return Status::error("module 10 needs an Ampere or newer GPU (sm_80+: bf16 mma.sync, "
                        "cp.async); this one is sm_" + std::to_string(cc));
@@ -474,7 +464,7 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
-    config.numAttrs = compute_capability() >= 90 ? 1 : 0;
+    config.numAttrs = current_compute_capability() >= 90 ? 1 : 0;
     ATTN_CUDA_RETURN(cudaLaunchKernelEx(&config, combine_kernel<Steps, T>, prm));
   }
   return Status::ok();
