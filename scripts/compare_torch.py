@@ -181,6 +181,7 @@ def main():
     parser.add_argument("--backend", "--backends", dest="backends",
                         help="efficient, flash, math or cudnn, or a comma list of them "
                              "(default: efficient for f32, flash for f16 and bf16)")
+    parser.add_argument("--seqs", help="only these N of the preset (comma list, e.g. 512,1024)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--out", help="write a new JSON file")
@@ -206,6 +207,9 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     shapes = LADDER if args.preset == "ladder" else QUICK
+    if args.seqs:
+        keep = {int(n) for n in args.seqs.split(",")}
+        shapes = [s for s in shapes if s[2] in keep]
     rows = []
     for backend in backends:
         for shape in shapes:
