@@ -209,6 +209,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", opt.out, "JSON file to write");
   CLI11_PARSE(app, argc, argv);
 
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_10: %s\n", no_device_reason().c_str());
+    return 1;
+  }
   try {
     const DeviceInfo dev = query_device(0);
     const Kernel* m10 = find_kernel(10, Impl::solution);

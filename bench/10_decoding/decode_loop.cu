@@ -22,6 +22,7 @@
 #include "common/buffers.h"
 #include "common/compare.h"
 #include "common/cuda_check.h"
+#include "common/device.h"
 #include "common/half.h"
 #include "common/paged.h"
 #include "common/paged_runner.h"
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the weights and the prompts");
   CLI11_PARSE(app, argc, argv);
 
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "decode_loop_10: %s\n", no_device_reason().c_str());
+    return 1;
+  }
   try {
     const Kernel* kernel =
         find_kernel(10, impl == "exercise" ? Impl::exercise : Impl::solution);
