@@ -83,6 +83,13 @@ int current_sm_count() {
   return n;
 }
 
+Status require_sm80(const char* module) {
+  const int cc = current_compute_capability();
+  if (cc >= 80) return Status::ok();
+  return Status::error(std::string(module) + " needs an Ampere or newer GPU (sm_80+: bf16 "
+                       "mma.sync, cp.async); this one is sm_" + std::to_string(cc));
+}
+
 DeviceInfo query_device(int device) {
   cudaDeviceProp prop{};
   ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

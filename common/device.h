@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "common/status.h"
+
 namespace attn {
 
 // Number of CUDA devices; 0 when there is no GPU or no driver (never throws).
@@ -48,6 +50,11 @@ DeviceInfo query_device(int device = 0);
 // the SM count; 0 when there is no usable GPU.
 int current_compute_capability();
 int current_sm_count();
+
+// Ok on a GPU of compute capability 8.0 or newer (the tensor-core modules' bf16 mma.sync and
+// cp.async need it; the course also builds for sm_75). Otherwise one line: "<module> needs an
+// Ampere or newer GPU (sm_80+: bf16 mma.sync, cp.async); this one is sm_75".
+Status require_sm80(const char* module);
 
 // FP32 lanes per SM for a compute capability (128 on Volta..Hopper except sm_80 with 64).
 int fp32_lanes_per_sm(int cc_major, int cc_minor);

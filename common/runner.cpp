@@ -141,17 +141,22 @@ Status check_problem(const Kernel& kernel, const Problem& p) {
   return kernel.supports(p);
 }
 
+int64_t split_off_guard(std::vector<float>& out, int64_t o_elements) {
+  const auto guard_begin = out.begin() + o_elements;
+  const int64_t written =
+      std::count_if(guard_begin, out.end(), [](float x) { return !is_poison(x); });
+  out.erase(guard_begin, out.end());
+  return written;
+}
+
 Status run_kernel(const Kernel& kernel, const Problem& p, const Inputs& in,
                   std::vector<float>& out, int64_t* guard_writes) {
   if (Status s = check_problem(kernel, p); !s) return s;
   Status s = kernel.backend == Backend::gpu ? run_on_gpu(kernel, p, in, out)
                                             : run_on_cpu(kernel, p, in, out);
   if (!s) return s;
-  // Split the guard space off the output and count what was written there.
-  const auto guard_begin = out.begin() + p.o_elements();
-  if (guard_writes)
-    *guard_writes = std::count_if(guard_begin, out.end(), [](float x) { return !is_poison(x); });
-  out.erase(guard_begin, out.end());
+  const int64_t written = split_off_guard(out, p.o_elements());
+  if (guard_writes) *guard_writes = written;
   return Status::ok();
 }
 

@@ -74,6 +74,10 @@ class DeviceTensors {
 // its output (a missing bounds check in the last block) lands there and is caught.
 constexpr int64_t kGuardElements = 4096;
 
+// Splits the guard space (everything after the first o_elements values) off a downloaded
+// output and returns how many guard elements were overwritten (no longer the poison).
+int64_t split_off_guard(std::vector<float>& out, int64_t o_elements);
+
 // Runs `kernel` once. On success `out` holds p.o_elements() values (device results are
 // copied back, converted to float for 16-bit problems) and `guard_writes` (if given) counts
 // guard elements that were overwritten. Returns the kernel's own error (unsupported shape, or

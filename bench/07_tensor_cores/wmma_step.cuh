@@ -501,7 +501,7 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
   if (p.head_dim > 128)
     return Status::error("wmma_step supports head_dim <= 128 (got " +
                          std::to_string(p.head_dim) + ")");
-  if (Status s = require_sm80(); !s) return s;  // tensor_core_kernel.cuh
+  if (Status s = require_sm80("module 07"); !s) return s;  // common/device.h
   if (p.head_dim <= 64) return detail::launch_for_alignment<T, 64>(p, q, k, v, o, stream);
   return detail::launch_for_alignment<T, 128>(p, q, k, v, o, stream);
 }

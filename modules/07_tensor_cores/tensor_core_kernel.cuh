@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/device.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/head_dim.cuh"
 #include "common/device/math.cuh"
@@ -471,27 +472,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
 }
 
-// The kernels need sm_80 (mma_primitives.cuh); the course also builds for sm_75. Asked once.
-inline Status require_sm80() {
-  static const int cc = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-      return 0;
-    return 10 * major + minor;
-  }();
-  if (cc >= 80) return Status::ok();
-  return Status::error("module 07 needs an Ampere or newer GPU (sm_80+: bf16 mma.sync, cp.async); "
-                       "this one is sm_" + std::to_string(cc));
-}
-
 // Launches one configuration for p.dtype (T) and p.causal; picks 16-byte copies when every
 // row of Q, K, V and O starts on a 16-byte boundary and head_dim % 8 == 0.
 template <class Warp, class T, class C, class Batch = DenseBatch>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
                      cudaStream_t stream, typename Batch::Args batch = {}) {
-  if (Status s = require_sm80(); !s) return s;
+  // The kernels need sm_80 (mma_primitives.cuh); the course also builds for sm_75.
+  if (Status s = require_sm80("module 07"); !s) return s;  // common/device.h
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;
   if (blocks > 0x7fffffff) return Status::error("module 07: more than 2^31 - 1 blocks");

@@ -411,13 +411,6 @@ inline DecodeParams make_params(const PagedProblem& p, const SplitPlan& plan) {
   return prm;
 }
 
-// The kernels need sm_80 (mma.sync with bf16, cp.async); the course also builds for sm_75.
-inline Status require_sm80_decode() {
-  const int cc = current_compute_capability();  // common/device.h
-  if (cc >= 80) return Status::ok();
-  return Status::error("module 10 needs an Ampere or newer GPU (sm_80+: bf16 mma.sync, "
-                       "cp.async); this one is sm_" + std::to_string(cc));
-}
 
 template <class Steps, class T, class C>
 Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const SplitPlan& plan,
@@ -475,7 +468,7 @@ template <class Steps, class C64 = Decode64, class C128 = Decode128>
 Status decode_with(const PagedProblem& p, const PagedDevicePtrs& t, cudaStream_t stream,
                    SplitPlan plan) {
   if (Status s = supports(p); !s) return s;
-  if (Status s = require_sm80_decode(); !s) return s;
+  if (Status s = require_sm80("module 10"); !s) return s;  // common/device.h
   if (p.batch == 0) return Status::ok();
   if (plan.splits > kMaxSplits)
     return Status::error("module 10: a split plan of more than " + std::to_string(kMaxSplits) +
@@ -499,7 +492,7 @@ Status append_kv(const PagedProblem& p, const void* k_new, const void* v_new, vo
                  void* v_cache, const int32_t* block_table, const int32_t* seqlens_k,
                  cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
-  if (Status s = require_sm80_decode(); !s) return s;
+  if (Status s = require_sm80("module 10"); !s) return s;  // common/device.h
   DecodeParams prm = make_params(p, SplitPlan{});
   prm.block_table = block_table;
   prm.seqlens = seqlens_k;
