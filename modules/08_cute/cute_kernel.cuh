@@ -1,0 +1,282 @@
+// Module 08, given: module 07's FlashAttention-2 forward written with CuTe. The kernel is a
+// template over `Recipe`, the struct of layouts, copies and MMAs that the exercise
+// (exercise.cu) and the solution (solutions/08_cute/recipe.cuh) provide (README, sections
+// 2-4). Every index below is a layout: a tensor is a pointer and a layout, a tile of it is
+// local_tile, a thread's share of a tile is partition_S / partition_A / partition_C, and the
+// (row, column) of any register is read from an identity tensor partitioned the same way.
+//
+// The algorithm and the pipeline are module 07's (its README, sections 3-4): a block of
+// kWarps warps owns kQueries queries of one (batch, head), each warp 32 of them outright; K
+// and V stream through shared memory in FlashAttention-2's copy order
+//     wait K(t), barrier | copy V(t) | S = Q K(t)^T, softmax | wait V(t), barrier |
+//     copy K(t + 1) | O += P V(t)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_conversion.h>
+
+#include <cstdint>
+
+#include "common/cuda_check.h"
+#include "common/device.h"
+#include "common/device/math.cuh"
+#include "common/device/warp.cuh"
+#include "common/problem.h"
+#include "common/status.h"
+
+namespace attn::m08 {
+
+using namespace cute;
+
+// One kernel configuration: D the padded head dim (head_dim <= D; padding columns are
+// zeros), kWarps warps of 32 query rows, kKeys keys per K/V tile, kMinBlocks blocks per SM
+// (caps the registers), kQInRegisters: Q's fragments loaded once (else re-read from shared
+// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers).
+template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_>
+struct Config {
+  using T = T_;  // cute::half_t or cute::bfloat16_t
+  static constexpr int D = D_, kWarps = kWarps_, kKeys = kKeys_, kMinBlocks = kMinBlocks_;
+  static constexpr bool kQInRegisters = kQInRegisters_;
+  static constexpr int kThreads = 32 * kWarps, kWarpRows = 32, kQueries = kWarps * kWarpRows;
+};
+
+// The first key query `row` does not see (module 07's visible_end): bottom-right causal.
+template <bool kCausal>
+__device__ __forceinline__ int visible_end(const Problem& p, int row) {
+  if (!kCausal) return p.seq_k;
+  return max(0, min(p.seq_k, row + p.seq_k - p.seq_q + 1));
+}
+
+// Copies a tile, global -> shared, through the thread's partition of the tiled copy: src, dst
+// and the identity coordinates `coord` (row, column of each element) have one shape.
+// Elements past `rows` or `cols` become zeros. kVec: one 16-byte cp.async per chunk of 8
+// (aligned rows, cols % 8 == 0); else element by element, synchronously.
+template <bool kVec, class Copy, class Src, class Dst, class Coord>
+__device__ __forceinline__ void copy_tile(const Copy& copy, const Src& src, Dst&& dst,
+                                          const Coord& coord, int rows, int cols) {
+  if constexpr (kVec) {
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(dst); ++m)
+      CUTE_UNROLL
+      for (int c = 0; c < size<2>(dst); ++c) {
+        const auto rc = coord(0, m, c);  // a chunk's first element
+        if (get<0>(rc) < rows && get<1>(rc) < cols) cute::copy(copy, src(_, m, c), dst(_, m, c));
+        else clear(dst(_, m, c));
+      }
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < size(dst); ++i)
+      dst(i) = get<0>(coord(i)) < rows && get<1>(coord(i)) < cols ? src(i) : typename std::decay_t<Dst>::value_type(0);
+  }
+}
+
+// A view of an MMA accumulator ((2, 2), MMA_M, MMA_N) as a matrix (rows, columns): value v
+// of an m16n8 atom sits at row 8 * (v / 2), column v % 2 (module 07, README section 3).
+template <class Layout>
+__device__ __forceinline__ auto rows_by_columns(Layout l) {
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<2>(l)));
+}
+
+// Rounds fp32 registers to 16 bits two at a time (one cvt.rn.bf16x2 / f16x2 per pair). src
+// and dst are fragments over the same registers (their layouts may differ: P's A-operand view
+// of S): element j of the storage of one becomes element j of the other.
+template <class Src, class Dst>
+__device__ __forceinline__ void round_to_16bit(const Src& src, Dst& dst) {
+  using T = typename Dst::value_type;
+  constexpr int N = decltype(size(src))::value;
+  static_assert(N % 2 == 0 && N == decltype(size(dst))::value, "pairs of registers");
+  const auto* in = reinterpret_cast<const cutlass::Array<float, 2>*>(src.data());
+  auto* out = reinterpret_cast<cutlass::Array<T, 2>*>(dst.data());
+  cutlass::NumericArrayConverter<T, float, 2> convert;
+  CUTE_UNROLL
+  for (int j = 0; j < N / 2; ++j) out[j] = convert(in[j]);
+}
+
+template <class Recipe, class C, bool kCausal, bool kVec>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    cute_flash_kernel(Problem p, float scale_log2, int query_blocks, const typename C::T* q,
+                      const typename C::T* k, const typename C::T* v, typename C::T* o) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // mma.sync of 16-bit inputs: sm_80
+  using T = typename C::T;
+  constexpr int BQ = C::kQueries, BK = C::kKeys, D = C::D;
+  // Which (query block, batch, head): heads fast, the last query block first (module 07).
+  const unsigned heads_total = unsigned(p.batch) * unsigned(p.heads);
+  const int query_block = query_blocks - 1 - int(blockIdx.x / heads_total);
+  const int bh = int(blockIdx.x % heads_total), b = bh / p.heads, h = bh % p.heads;
+  const int q0 = query_block * BQ, tid = int(threadIdx.x), warp = tid / 32;
+
+  // One head of each tensor, (rows, head_dim), and the tiles of it this block visits.
+  auto head = [&](auto* ptr, const Strides& s, int hh, int rows) {
+    return make_tensor(make_gmem_ptr(ptr + Problem::offset(s, b, hh, 0)),
+                       Recipe::head_layout(rows, p.head_dim, s.seq));
+  };
+  const int kvh = p.kv_head(h);
+  Tensor gQ = local_tile(head(q, p.q, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
+  Tensor gO = local_tile(head(o, p.o, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
+  Tensor gK = local_tile(head(k, p.k, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
+  Tensor gV = local_tile(head(v, p.v, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
+
+  // Shared memory: Q (later O), one K and one V tile, each in the recipe's swizzled layout.
+  extern __shared__ __align__(128) unsigned char smem[];
+  using QLayout = decltype(Recipe::template shared_tile<BQ, D>());
+  using KVLayout = decltype(Recipe::template shared_tile<BK, D>());
+  T* const base = reinterpret_cast<T*>(smem);
+  Tensor sQ = make_tensor(make_smem_ptr(base), QLayout{});
+  Tensor sK = make_tensor(make_smem_ptr(base + cosize(QLayout{})), KVLayout{});
+  Tensor sV = make_tensor(make_smem_ptr(base + cosize(QLayout{}) + cosize(KVLayout{})), KVLayout{});
+  Tensor sVt = make_tensor(sV.data(), Recipe::transposed(KVLayout{}));  // (D, keys)
+
+  // Global -> shared: every thread's share of a tile, with the (row, column) of each element.
+  auto g2s_copy = Recipe::template global_copy<T, C::kThreads, D>();
+  auto g2s = g2s_copy.get_thread_slice(tid);
+  Tensor tQg = g2s.partition_S(gQ);
+  Tensor tQs = g2s.partition_D(sQ);
+  Tensor tKg = g2s.partition_S(gK);  // (CPY, CPY_M, CPY_K, tile)
+  Tensor tKs = g2s.partition_D(sK);
+  Tensor tVg = g2s.partition_S(gV);
+  Tensor tVs = g2s.partition_D(sV);
+  Tensor tQc = g2s.partition_S(make_identity_tensor(Shape<Int<BQ>, Int<D>>{}));
+  Tensor tKc = g2s.partition_S(make_identity_tensor(Shape<Int<BK>, Int<D>>{}));
+
+  // The MMAs: this thread's fragments of Q, K, V^T, S and O, and the ldmatrix copies that fill
+  // the operand fragments from shared memory.
+  auto mma = Recipe::template tiled_mma<T, C::kWarps>();
+  auto thr_mma = mma.get_thread_slice(tid);
+  Tensor rQ = thr_mma.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
+  Tensor rK = thr_mma.partition_fragment_B(sK);
+  Tensor rVt = thr_mma.partition_fragment_B(sVt);
+  Tensor rO = partition_fragment_C(mma, Shape<Int<BQ>, Int<D>>{});
+  auto s2r_q = Recipe::template shared_to_a<T>(mma);
+  auto s2r_k = Recipe::template shared_to_b<T>(mma);
+  auto s2r_v = Recipe::template shared_to_b_transposed<T>(mma);
+  Tensor sQ_r = s2r_q.get_thread_slice(tid).partition_S(sQ);
+  Tensor rQ_r = s2r_q.get_thread_slice(tid).retile_D(rQ);
+  Tensor sK_r = s2r_k.get_thread_slice(tid).partition_S(sK);
+  Tensor rK_r = s2r_k.get_thread_slice(tid).retile_D(rK);
+  Tensor sV_r = s2r_v.get_thread_slice(tid).partition_S(sVt);
+  Tensor rV_r = s2r_v.get_thread_slice(tid).retile_D(rVt);
+  // (row, key) of each S register, as a (rows, columns) matrix like the softmax statistics.
+  Tensor rS_coord = thr_mma.partition_C(make_identity_tensor(Shape<Int<BQ>, Int<BK>>{}));
+  Tensor sc = make_tensor(rS_coord.data(), rows_by_columns(rS_coord.layout()));
+
+  // The key tiles: up to the last key the block's last query sees; this warp's own range.
+  const int tiles = (visible_end<kCausal>(p, min(q0 + BQ, p.seq_q) - 1) + BK - 1) / BK;
+  const int warp_q0 = q0 + warp * C::kWarpRows;
+  const int warp_end = warp_q0 < p.seq_q ? visible_end<kCausal>(p, min(warp_q0 + 32, p.seq_q) - 1) : 0;
+  const int warp_full = visible_end<kCausal>(p, warp_q0);  // keys every row of the warp sees
+
+  Tensor rows_view = make_tensor(rO.data(), rows_by_columns(rO.layout()));  // (rows, D)
+  constexpr int kRows = size<0>(decltype(rows_view.layout()){});
+  float m[kRows], l[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) m[r] = -INFINITY, l[r] = 0.f;
+  clear(rO);
+
+  copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim);
+  if (tiles > 0) copy_tile<kVec>(g2s_copy, tKg(_, _, _, 0), tKs, tKc, p.seq_k, p.head_dim);
+  cp_async_fence();
+  if constexpr (C::kQInRegisters) {
+    cp_async_wait<0>();
+    __syncthreads();
+    copy(s2r_q, sQ_r, rQ_r);
+  }
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<0>();  // K(t) has landed (own copies) ...
+    __syncthreads();     // ... everyone's; everyone is done with V(t - 1)
+    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), tVs, tKc, p.seq_k - t * BK, p.head_dim);
+    cp_async_fence();
+    const int key0 = t * BK;
+    const bool active = key0 < warp_end;  // the same for the whole warp
+    Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
+    Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
+    if (active) {
+      // S = Q K^T, one 16-wide k-step at a time: ldmatrix the operands, then the MMAs.
+      clear(rS);
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(rK); ++kk) {
+        if constexpr (!C::kQInRegisters) copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
+        copy(s2r_k, sK_r(_, _, kk), rK_r(_, _, kk));
+        gemm(mma, rQ(_, _, kk), rK(_, _, kk), rS);
+      }
+      // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
+      // as (rows, keys). A row lives in the 4 lanes of a quad: its max takes two shuffles.
+      Tensor s = make_tensor(rS.data(), rows_by_columns(rS.layout()));
+      const bool masked = key0 + BK > warp_full || key0 + BK > p.seq_k;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        if (masked) {  // keys past the row's last visible key (or past seq_k): -inf
+          const int end = visible_end<kCausal>(p, q0 + get<0>(sc(r, 0))) - key0;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(s); ++c)
+            if (get<1>(sc(r, c)) >= end) s(r, c) = -INFINITY;
+        }
+        float tile_max = -INFINITY;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
+        const float m_new = fmaxf(m[r], device::group_max<4>(tile_max) * scale_log2);
+        const float m_ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: no NaN
+        const float alpha = device::fast_exp2(m[r] - m_ref);
+        m[r] = m_new;
+        l[r] *= alpha;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(rows_view); ++c) rows_view(r, c) *= alpha;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          s(r, c) = device::fast_exp2(fmaf(s(r, c), scale_log2, -m_ref));
+          l[r] += s(r, c);
+        }
+      }
+      // P: the S registers rounded to 16 bits, 2 at a time, already in the A operand's order.
+      round_to_16bit(rS, rP);
+    }
+    cp_async_wait<0>();  // V(t) has landed ...
+    __syncthreads();     // ... everyone's; everyone is done with K(t)
+    if (t + 1 < tiles) copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim);
+    cp_async_fence();
+    if (active) {  // O += P V
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(rVt); ++kk) {
+        copy(s2r_v, sV_r(_, _, kk), rV_r(_, _, kk));
+        gemm(mma, rP(_, _, kk), rVt(_, _, kk), rO);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with Q's buffer, where O is staged
+
+  // Epilogue: O / l rounded to 16 bits, staged in shared memory (Q's tile), written out with
+  // the global copy's 16-byte chunks. A row that saw no key has l = 0: it writes 0, not 0/0.
+  Tensor sO = make_tensor(sQ.data(), QLayout{});
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = device::group_sum<4>(l[r]);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(rows_view); ++c) rows_view(r, c) *= inv;
+  }
+  Tensor rOut = make_tensor<T>(rO.layout());
+  round_to_16bit(rO, rOut);
+  copy(rOut, thr_mma.partition_C(sO));
+  __syncthreads();
+  Tensor tOs = g2s.partition_S(sO);  // tQc gives their coordinates
+  Tensor tOg = g2s.partition_D(gO);
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tOs); ++m)
+    CUTE_UNROLL
+    for (int c = 0; c < size<2>(tOs); ++c) {
+      if (get<0>(tQc(0, m, c)) >= p.seq_q - q0) continue;
+      if constexpr (kVec) {  // a whole 16-byte chunk (head_dim % 8 == 0)
+        if (get<1>(tQc(0, m, c)) < p.head_dim)
+          *reinterpret_cast<uint4*>(&tOg(0, m, c)) = *reinterpret_cast<const uint4*>(&tOs(0, m, c));
+      } else {
+        CUTE_UNROLL
+        for (int e = 0; e < size<0>(tOs); ++e)
+          if (get<1>(tQc(e, m, c)) < p.head_dim) tOg(e, m, c) = tOs(e, m, c);
+      }
+    }
+#endif
+}
+
+}  // namespace attn::m08
