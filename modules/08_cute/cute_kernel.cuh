@@ -51,12 +51,17 @@ __device__ __forceinline__ int visible_end(const Problem& p, int row) {
 
 // Copies a tile, global -> shared, through the thread's partition of the tiled copy: src, dst
 // and the identity coordinates `coord` (row, column of each element) have one shape.
-// Elements past `rows` or `cols` become zeros. kVec: one 16-byte cp.async per chunk of 8
+// Elements past `rows` or `cols` become zeros; `whole`: the tile has none (rows and cols
+// cover it). kVec: one 16-byte cp.async per chunk of 8
 // (aligned rows, cols % 8 == 0); else element by element, synchronously.
 template <bool kVec, class Copy, class Src, class Dst, class Coord>
 __device__ __forceinline__ void copy_tile(const Copy& copy, const Src& src, Dst&& dst,
-                                          const Coord& coord, int rows, int cols) {
+                                          const Coord& coord, int rows, int cols, bool whole) {
   if constexpr (kVec) {
+    if (whole) {  // every row and column in range (most tiles): no predicates at all
+      cute::copy(copy, src, dst);
+      return;
+    }
     CUTE_UNROLL
     for (int m = 0; m < size<1>(dst); ++m)
       CUTE_UNROLL
@@ -113,6 +118,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                        Recipe::head_layout(rows, p.head_dim, s.seq));
   };
   const int kvh = p.kv_head(h);
+  const bool full_d = p.head_dim == D;  // no padding columns
   Tensor gQ = local_tile(head(q, p.q, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
   Tensor gO = local_tile(head(o, p.o, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
   Tensor gK = local_tile(head(k, p.k, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
@@ -174,8 +180,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int r = 0; r < kRows; ++r) m[r] = -INFINITY, l[r] = 0.f;
   clear(rO);
 
-  copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim);
-  if (tiles > 0) copy_tile<kVec>(g2s_copy, tKg(_, _, _, 0), tKs, tKc, p.seq_k, p.head_dim);
+  copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim, p.seq_q - q0 >= BQ && full_d);
+  if (tiles > 0) copy_tile<kVec>(g2s_copy, tKg(_, _, _, 0), tKs, tKc, p.seq_k, p.head_dim, p.seq_k >= BK && full_d);
   cp_async_fence();
   if constexpr (C::kQInRegisters) {
     cp_async_wait<0>();
@@ -185,7 +191,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<0>();  // K(t) has landed (own copies) ...
     __syncthreads();     // ... everyone's; everyone is done with V(t - 1)
-    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), tVs, tKc, p.seq_k - t * BK, p.head_dim);
+    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), tVs, tKc, p.seq_k - t * BK, p.head_dim,
+                    p.seq_k - t * BK >= BK && full_d);
     cp_async_fence();
     const int key0 = t * BK;
     const bool active = key0 < warp_end;  // the same for the whole warp
@@ -233,7 +240,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     }
     cp_async_wait<0>();  // V(t) has landed ...
     __syncthreads();     // ... everyone's; everyone is done with K(t)
-    if (t + 1 < tiles) copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim);
+    if (t + 1 < tiles)
+      copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim,
+                      p.seq_k - (t + 1) * BK >= BK && full_d);
     cp_async_fence();
     if (active) {  // O += P V
       CUTE_UNROLL
