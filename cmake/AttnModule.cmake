@@ -1,10 +1,13 @@
-# attn_add_module(NN name [EMULATED] [SM90A] [LIBS lib...]): builds module NN_name from
+# attn_add_module(NN name [EMULATED] [SM90A] [CUTE] [LIBS lib...]): builds module NN_name from
 #   modules/NN_name/exercise.cu|.cpp + register.cpp   -> object library mNN_exercise
 #   solutions/NN_name/solution.cu|.cpp + register.cpp -> object library mNN_solution
 # (with further.cu|.cpp from the same folder when there is one: the lesson's going-further
 # stubs, and their answers)
 # (the same sources compile with ATTN_IMPL=exercise / solution, so the symbols do not clash),
 # and the grader tests/test_NN_name.cpp against each: grade_NN (exercise), check_NN (solution).
+# A module with a host grader, tests/test_NN_name_host.cpp (checks that need no GPU, such as
+# the layouts a CuTe module computes on the CPU), gets it built against each too:
+# grade_NN_host and check_NN_host, labelled `cpu`, linked with the CPU doctest main.
 # A module whose forward() runs on the CPU is labelled `cpu`, the others `gpu`:
 #   attn_add_module(00 reference)   -- CPU: decided by the exercise being a .cpp file
 # Optional:
@@ -25,8 +28,17 @@
 #                 comma-separated), so they can say when a build has no sm_90a code.
 #                 attn_add_module(09 hopper SM90A); attn_sm90a_architectures(var) gives the
 #                 same list to a benchmark that compiles the module's kernels itself.
+#   CUTE          the module uses CuTe (CUTLASS's header-only layout library, found by
+#                 cmake/AttnCutlass.cmake): the headers' directory is added to its object
+#                 libraries as a SYSTEM include (CuTe's own warnings stay out of -Wall
+#                 -Wextra), and so to its graders and everything that links it (for C++
+#                 files also libcu++'s directory, which nvcc adds on its own). Without the
+#                 headers the module is skipped with one line saying how to get them;
+#                 attn_add_module(08 cute CUTE).
 # A module folder that holds neither an exercise nor a solution source yet (its interface
 # only) is skipped with one line; one that holds just one of the two is an error.
+# Each skipped module's line also goes to <build>/attn_skipped_modules.txt ("NN line"), where
+# ./course finds why a module's targets do not exist.
 # A module's own benchmark or ladder is not built here: bench/CMakeLists.txt has them.
 
 # attn_sm90a_architectures(out): CMAKE_CUDA_ARCHITECTURES with 90 replaced by 90a (keeping a
@@ -54,18 +66,35 @@ function(attn_sm90a_architectures out)
   set(${out} "${result}" PARENT_SCOPE)
 endfunction()
 
+set(ATTN_SKIPPED_MODULES_FILE "${PROJECT_BINARY_DIR}/attn_skipped_modules.txt")
+file(WRITE "${ATTN_SKIPPED_MODULES_FILE}" "")
+
+# _attn_skip_module(number line): the one line that says a module is not built, on the console
+# and in attn_skipped_modules.txt.
+function(_attn_skip_module number line)
+  message(STATUS "attn: ${line}")
+  file(APPEND "${ATTN_SKIPPED_MODULES_FILE}" "${number} ${line}\n")
+endfunction()
+
 function(attn_add_module number name)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "EMULATED;SM90A" "" "LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "EMULATED;SM90A;CUTE" "" "LIBS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "attn_add_module(${number} ${name}): unknown arguments "
-                        "${ARG_UNPARSED_ARGUMENTS} (expected EMULATED, SM90A, LIBS lib...)")
+                        "${ARG_UNPARSED_ARGUMENTS} (expected EMULATED, SM90A, CUTE, LIBS lib...)")
   endif()
   set(dir ${number}_${name})
   set(src ${PROJECT_SOURCE_DIR})
   file(GLOB _attn_sources ${src}/modules/${dir}/exercise.cu ${src}/modules/${dir}/exercise.cpp
                           ${src}/solutions/${dir}/solution.cu ${src}/solutions/${dir}/solution.cpp)
   if(NOT _attn_sources)
-    message(STATUS "attn: module ${dir} has no exercise or solution source yet: not built")
+    _attn_skip_module(${number} "module ${dir} has no exercise or solution source yet: not built")
+    return()
+  endif()
+  if(ARG_CUTE AND NOT ATTN_CUTLASS_FOUND)
+    string(CONCAT line "module ${dir} skipped: ${ATTN_CUTLASS_MISSING}; ./course setup "
+           "installs them (nvidia-cutlass from PyPI), or pass "
+           "-DATTN_CUTLASS_INCLUDE_DIR=<dir with cute/tensor.hpp>")
+    _attn_skip_module(${number} "${line}")
     return()
   endif()
   if(ARG_EMULATED AND ATTN_EMULATION_SUPPORTED)
@@ -106,6 +135,12 @@ function(attn_add_module number name)
     if(ARG_SM90A)
       set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${sm90a_archs}")
     endif()
+    if(ARG_CUTE)
+      target_include_directories(${lib} SYSTEM PUBLIC "${ATTN_CUTLASS_INCLUDE_DIR}")
+      foreach(host_dir IN LISTS ATTN_CUTLASS_HOST_INCLUDE_DIRS)
+        target_include_directories(${lib} SYSTEM PUBLIC "$<$<COMPILE_LANGUAGE:CXX>:${host_dir}>")
+      endforeach()
+    endif()
     set_property(GLOBAL APPEND PROPERTY ATTN_MODULE_OBJECT_LIBRARIES ${lib})
 
     # The grader for this implementation.
@@ -129,6 +164,19 @@ function(attn_add_module number name)
         LABELS "${device};${impl};module${number}"
         SKIP_RETURN_CODE 77
         TIMEOUT 900)
+    endif()
+
+    # The host grader for this implementation: the checks that need no GPU.
+    set(host_test_source ${src}/tests/test_${dir}_host.cpp)
+    if(EXISTS ${host_test_source})
+      set(host_test_name ${test_name}_host)
+      add_executable(${host_test_name} ${host_test_source})
+      target_link_libraries(${host_test_name} PRIVATE ${lib} attn_test_main_cpu)
+      target_compile_definitions(${host_test_name} PRIVATE ATTN_IMPL=${impl})
+      add_test(NAME ${host_test_name} COMMAND ${host_test_name})
+      set_tests_properties(${host_test_name} PROPERTIES
+        LABELS "cpu;${impl};module${number}"
+        TIMEOUT 300)
     endif()
   endforeach()
 

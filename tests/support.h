@@ -119,6 +119,13 @@ using ::attn::matches;
 // reference, so the biggest checks (batch * heads * seq_q * seq_k * head_dim > 3e8) skip them.
 bool models_affordable(const Problem& p);
 
+// The two models the tensor-core graders (modules 07 and 08) try first on a wrong but finite
+// output, each with the module's words for it: every output 0 (`all_zero`: P V never reached
+// O), or the plain average of the visible V rows (`zero_scores`: every score was 0, so S = Q K^T
+// read zeros). Returns the one that matches, or nothing (also when !models_affordable(p)).
+std::vector<std::string> operand_hints(const Problem& p, const Inputs& in, const CheckResult& r,
+                                       const char* all_zero, const char* zero_scores);
+
 // Inputs whose scores rise with the key index by about `step` per key (plus a little noise),
 // so an online softmax's running max moves at every tile: the classic rescale bugs are
 // invisible when the first tile holds the row max. q entries in [0.75, 1.25), key j shifted

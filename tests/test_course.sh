@@ -18,7 +18,11 @@ expect_code() { [[ "$1" == "$2" ]] || fail "exit code $1, expected $2; output: $
 # FAKE_GPU_NAME say otherwise; FAKE_SYSTEM_PLOTS=1 gives the system python3 matplotlib and numpy;
 # FAKE_PIP_WORKS=1 lets pip install them (else pip fails as without network);
 # FAKE_EXERCISE_RC is the exit code of `attn run --impl exercise`; FAKE_SKIPS lists the tests
-# the stand-in ctest reports as skipped.
+# the stand-in ctest reports as skipped; FAKE_CUTLASS_WHEEL is the wheel that `python3 -m pip
+# download` gets (else it fails as without network). The sandbox starts with the CUTLASS headers
+# in .deps/ (no_cutlass removes them); `python3 -` (the script that unpacks the wheel) is the
+# real Python.
+REAL_PYTHON=$(command -v python3)
 make_sandbox() {
   BOX=$(mktemp -d)
   mkdir -p "$BOX/bin" "$BOX/modules/00_reference" "$BOX/modules/01_naive" \
@@ -28,6 +32,8 @@ make_sandbox() {
   touch "$BOX/modules/00_reference/exercise.cpp" "$BOX/modules/01_naive/exercise.cu" \
         "$BOX/modules/05_batched_gemm/exercise.cu" "$BOX/modules/09_hopper/exercise.cu"
   printf 'matplotlib>=3.6\nnumpy>=1.24\n' >"$BOX/requirements.txt"
+  mkdir -p "$BOX/.deps/nvidia-cutlass-4.2.0.0/include/cute"
+  touch "$BOX/.deps/nvidia-cutlass-4.2.0.0/include/cute/tensor.hpp"
   echo '{"schema": "attn-bench/1"}' >"$BOX/docs/results/a.json"
   echo '{"schema": "attn-gemm-bench/1"}' >"$BOX/docs/results/b.json"
   local log="$BOX/calls.log"
@@ -84,6 +90,12 @@ if [[ "\$1" == -c ]]; then
   [[ "\$2" == *matplotlib* ]] && { [[ "\${FAKE_SYSTEM_PLOTS:-0}" == 1 ]]; exit; }
   exit 0
 fi
+[[ "\$1" == - ]] && exec "$REAL_PYTHON" "\$@"
+if [[ "\$1" == -m && "\$2" == pip && "\$3" == download ]]; then
+  [[ -n "\${FAKE_CUTLASS_WHEEL:-}" ]] || exit 1
+  while [[ \$# -gt 0 && "\$1" != -d ]]; do shift; done
+  cp "\$FAKE_CUTLASS_WHEEL" "\$2/nvidia_cutlass-4.2.0.0-py3-none-any.whl"; exit 0
+fi
 exit 0
 EOF
   cat >"$BOX/bin/attn" <<EOF
@@ -112,7 +124,8 @@ run_test() {
   CURRENT=$1; TESTS=$((TESTS + 1))
   make_sandbox
   # The test runs in a subshell (its knobs stay local); it exits with its failed checks.
-  (unset FAKE_GPU FAKE_CC FAKE_GPU_NAME FAKE_SYSTEM_PLOTS FAKE_PIP_WORKS FAKE_EXERCISE_RC FAKE_SKIPS
+  (unset FAKE_GPU FAKE_CC FAKE_GPU_NAME FAKE_SYSTEM_PLOTS FAKE_PIP_WORKS FAKE_EXERCISE_RC FAKE_SKIPS \
+         FAKE_CUTLASS_WHEEL ATTN_CUTLASS_WHEEL CUTLASS_DIR CUTLASS_PATH
    FAILED=0; "$1"; exit "$FAILED")
   FAILED=$((FAILED + $?))
   rm -rf "$BOX"
@@ -351,12 +364,12 @@ test_hopper_module_without_gpu() {
   expect_lacks "$OUT" "should not run"
 }
 
-# A module number with no folder (08 is planned) is refused in one line; a folder without its
+# A module number with no folder (11 is planned) is refused in one line; a folder without its
 # exercise yet too.
 test_missing_module_number() {
-  course grade 08
+  course grade 11
   expect_code "$CODE" 1
-  expect_contains "$OUT" "no module 08"
+  expect_contains "$OUT" "no module 11"
   rm "$BOX/modules/09_hopper/exercise.cu"
   course run 09
   expect_code "$CODE" 1
@@ -395,6 +408,155 @@ test_status_hopper_module() {
   expect_contains "$OUT" "Next: module 09 (09_hopper) needs a Hopper GPU (compute capability 9.x), and this GPU (NVIDIA GeForce RTX 3090) is not one"
   FAKE_GPU=1 course status
   expect_contains "$OUT" "Next: module 09 (09_hopper): read modules/09_hopper/README.md"
+}
+
+# --- module 08: the CUTLASS headers and the host grader ---------------------------------------
+
+no_cutlass() { rm -rf "$BOX/.deps"; }
+# A wheel laid out as nvidia-cutlass's: the headers under cutlass_library/source/include/.
+make_wheel() {  # $1 = path
+  "$REAL_PYTHON" - "$1" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("nvidia_cutlass-4.2.0.0.dist-info/METADATA", "Name: nvidia-cutlass\n")
+    z.writestr("cutlass_library/__init__.py", "")
+    z.writestr("cutlass_library/source/include/cute/tensor.hpp", "// cute\n")
+    z.writestr("cutlass_library/source/include/cutlass/version.h", "#define CUTLASS_MAJOR 4\n")
+    z.writestr("cutlass_library/source/tools/other.h", "")
+PY
+}
+CUTLASS_HEADERS=.deps/nvidia-cutlass-4.2.0.0/include
+
+# Without network and without a wheel, setup says what to do in one line and goes on.
+test_cutlass_offline_is_one_line() {
+  no_cutlass
+  course setup
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "pip could not download nvidia-cutlass 4.2.0.0 (no network?): module 08 (CuTe) is skipped, every other module builds"
+  expect_contains "$OUT" "ATTN_CUTLASS_WHEEL=/path/to/nvidia_cutlass-4.2.0.0-py3-none-any.whl ./course setup"
+  [[ $(grep -c CUTLASS <<<"$OUT") == 1 ]] || fail "more than one line about CUTLASS: $OUT"
+  [[ ! -e "$BOX/.deps" ]] || fail ".deps left behind"
+  ATTN_CUTLASS_WHEEL=/nowhere/x.whl course setup
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "ATTN_CUTLASS_WHEEL=/nowhere/x.whl: no such file"
+}
+
+# pip's wheel, or the one ATTN_CUTLASS_WHEEL names, is unpacked: its headers only.
+test_cutlass_headers_unpacked() {
+  no_cutlass
+  make_wheel "$BOX/w.whl"
+  FAKE_CUTLASS_WHEEL="$BOX/w.whl" course setup
+  expect_code "$CODE" 0
+  expect_contains "$(calls)" "-m pip download"
+  expect_contains "$OUT" "CUTLASS/CuTe headers for module 08 (nvidia-cutlass 4.2.0.0 from PyPI) in $CUTLASS_HEADERS"
+  [[ -f "$BOX/$CUTLASS_HEADERS/cute/tensor.hpp" && -f "$BOX/$CUTLASS_HEADERS/cutlass/version.h" ]] ||
+    fail "headers not unpacked"
+  [[ $(find "$BOX/.deps" -type f | wc -l) == 2 ]] || fail "more than the headers unpacked: $(find "$BOX/.deps")"
+  : >"$BOX/calls.log"
+  course setup  # already there: no download
+  expect_lacks "$(calls)" "pip download"
+  no_cutlass
+  ATTN_CUTLASS_WHEEL="$BOX/w.whl" course setup
+  expect_lacks "$(calls)" "pip download"
+  [[ -f "$BOX/$CUTLASS_HEADERS/cute/tensor.hpp" ]] || fail "headers not unpacked from ATTN_CUTLASS_WHEEL"
+}
+
+# A build configured without the headers is configured again once setup installed them, and
+# one whose headers were deleted (offline: setup cannot bring them back) too.
+test_cutlass_reconfigures() {
+  course run 00
+  local cache="$BOX/build/release/CMakeCache.txt" configured
+  echo "ATTN_PYTHON:FILEPATH=$BOX/bin/python3" >"$cache.orig"  # the plot Python: as configured
+  { cat "$cache.orig"; echo "ATTN_CUTLASS_INCLUDE_DIR:PATH=ATTN_CUTLASS_INCLUDE_DIR-NOTFOUND"; } >"$cache"
+  : >"$BOX/calls.log"
+  course run 00
+  configured="cmake $BOX/build/release -DATTN_PYTHON="
+  expect_contains "$(calls)" "$configured"
+  { cat "$cache.orig"; echo "ATTN_CUTLASS_INCLUDE_DIR:PATH=$BOX/$CUTLASS_HEADERS"
+    echo "_ATTN_CUTLASS_SEARCHED:INTERNAL=$BOX/$CUTLASS_HEADERS"; } >"$cache"
+  : >"$BOX/calls.log"
+  course run 00
+  expect_lacks "$(calls)" "$configured"
+  no_cutlass
+  : >"$BOX/calls.log"
+  course run 00
+  expect_contains "$(calls)" "$configured"
+  { cat "$cache.orig"; echo "ATTN_CUTLASS_INCLUDE_DIR:PATH=ATTN_CUTLASS_INCLUDE_DIR-NOTFOUND"; } >"$cache"
+  : >"$BOX/calls.log"
+  course run 00  # still none: nothing to configure again
+  expect_lacks "$(calls)" "$configured"
+  # A directory given with -D is left as it is: CMake skips module 08 with its line.
+  { cat "$cache.orig"; echo "ATTN_CUTLASS_INCLUDE_DIR:PATH=/nonexistent"; } >"$cache"
+  : >"$BOX/calls.log"
+  course run 00
+  expect_lacks "$(calls)" "$configured"
+}
+
+# A module the build skipped (no CUTLASS headers for 08) is refused with CMake's line, not
+# a build error.
+SKIP_08="module 08_cute skipped: CUTLASS/CuTe headers not found; ./course setup installs them"
+test_skipped_module_is_named() {
+  mkdir -p "$BOX/modules/08_cute" "$BOX/tests"
+  touch "$BOX/modules/08_cute/exercise.cu" "$BOX/tests/test_08_cute_host.cpp"
+  course run 00
+  echo "08 $SKIP_08 (nvidia-cutlass from PyPI)" >"$BOX/build/release/attn_skipped_modules.txt"
+  : >"$BOX/calls.log"
+  course grade 08
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "course: $SKIP_08"
+  expect_lacks "$(calls)" "--build"
+  FAKE_GPU=1 course run 08
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "course: $SKIP_08"
+  expect_lacks "$(calls)" "attn run"
+  course test
+  expect_contains "$OUT" "course: not tested: $SKIP_08"
+}
+
+# Module 08's host checks run first, on any machine; without a GPU the GPU checks are not
+# graded, and the grade says so.
+test_grade_with_host_checks() {
+  mkdir -p "$BOX/modules/08_cute" "$BOX/tests"
+  touch "$BOX/modules/08_cute/exercise.cu" "$BOX/tests/test_08_cute_host.cpp"
+  fake_program build/release/grade_08_host "[doctest] test cases: 4 | 4 passed | 0 failed" 0
+  fake_program build/release/grade_08 "[doctest] test cases: 9 | 9 passed | 0 failed" 0
+  course grade 08
+  expect_code "$CODE" 1
+  expect_contains "$(calls)" "--target grade_08_host --target grade_08"
+  expect_contains "$OUT" "module 08: host checks PASS (test cases: 4 | 4 passed | 0 failed); the GPU checks were NOT graded: they need a CUDA GPU"
+  expect_contains "$(cat "$BOX/build/grades/08")" "not graded (no GPU; host checks pass)"
+  FAKE_GPU=1 course grade 08
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "module 08: PASS: host checks PASS (test cases: 4 | 4 passed | 0 failed); GPU checks PASS (test cases: 9 | 9 passed | 0 failed)"
+  fake_program build/release/grade_08_host "[doctest] test cases: 4 | 1 passed | 3 failed" 1
+  FAKE_GPU=1 course grade 08
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "module 08: FAIL: host checks FAIL"
+  expect_contains "$(cat "$BOX/build/grades/08")" "fail"
+  course grade 08 --extra  # the host grader has no going-further checks
+  expect_lacks "$OUT" "host checks"
+}
+
+# verify runs the host grader's pair too, in a row of its own.
+test_verify_host_rows() {
+  export FAKE_GPU=1
+  mkdir -p "$BOX/modules/08_cute" "$BOX/tests"
+  touch "$BOX/modules/08_cute/exercise.cu" "$BOX/tests/test_08_cute_host.cpp"
+  rm -rf "$BOX/modules/05_batched_gemm" "$BOX/modules/09_hopper"
+  fake_program build/release/check_08 "[doctest] test cases: 3 | 3 passed" 0
+  fake_program build/release/grade_08 "[doctest] test cases: 3 | 0 passed | 3 failed" 1
+  fake_program build/sanitize/check_08 "[doctest] test cases: 3 | 3 passed" 0
+  fake_program build/release/check_08_host "[doctest] test cases: 2 | 2 passed" 0
+  fake_program build/release/grade_08_host "[doctest] test cases: 2 | 0 passed | 2 failed" 1
+  course verify
+  expect_code "$CODE" 0
+  expect_contains "$OUT" "08_cute            pass"
+  expect_contains "$OUT" "08_cute/host       pass 0s     fails"
+  expect_contains "$OUT" "verify: OK"
+  fake_program build/release/grade_08_host "[doctest] test cases: 2 | 2 passed" 0
+  course verify
+  expect_code "$CODE" 1
+  expect_contains "$OUT" "08_cute/host       pass 0s     PASSES(no-teeth)"
 }
 
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do run_test "$t"; done
