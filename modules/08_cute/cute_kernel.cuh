@@ -33,12 +33,15 @@ using namespace cute;
 // One kernel configuration: D the padded head dim (head_dim <= D; padding columns are
 // zeros), kWarps warps of 32 query rows, kKeys keys per K/V tile, kMinBlocks blocks per SM
 // (caps the registers), kQInRegisters: Q's fragments loaded once (else re-read from shared
-// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers).
-template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_>
+// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers),
+// kWarpSkip: a warp skips S = Q K^T and the softmax on a key tile none of its rows sees (the
+// causal diagonal; P is then 0). It costs registers: at D = 128 the compiler spills with it.
+template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_,
+          bool kWarpSkip_>
 struct Config {
   using T = T_;  // cute::half_t or cute::bfloat16_t
   static constexpr int D = D_, kWarps = kWarps_, kKeys = kKeys_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kQInRegisters = kQInRegisters_;
+  static constexpr bool kQInRegisters = kQInRegisters_, kWarpSkip = kWarpSkip_;
   static constexpr int kThreads = 32 * kWarps, kWarpRows = 32, kQueries = kWarps * kWarpRows;
 };
 
@@ -195,17 +198,25 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                     p.seq_k - t * BK >= BK && full_d);
     cp_async_fence();
     const int key0 = t * BK;
-    const bool active = key0 < warp_end;  // the same for the whole warp
+    const bool active = !C::kWarpSkip || key0 < warp_end;  // the same for the whole warp
     Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
     if (active) {
-      // S = Q K^T, one 16-wide k-step at a time: ldmatrix the operands, then the MMAs.
+      // S = Q K^T, one 16-wide k-step at a time. One ldmatrix.x4 of K (copy index j) fills
+      // the B fragments of key blocks 2j and 2j + 1 (the MMA's N tile of 16 is two atoms of
+      // 8); their MMAs follow it at once, so few K fragments are live at a time.
       clear(rS);
       CUTE_UNROLL
       for (int kk = 0; kk < size<2>(rK); ++kk) {
         if constexpr (!C::kQInRegisters) copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
-        copy(s2r_k, sK_r(_, _, kk), rK_r(_, _, kk));
-        gemm(mma, rQ(_, _, kk), rK(_, _, kk), rS);
+        CUTE_UNROLL
+        for (int j = 0; j < size<1>(rK_r); ++j) {
+          copy(s2r_k, sK_r(_, j, kk), rK_r(_, j, kk));
+          CUTE_UNROLL
+          for (int n = 2 * j; n < 2 * j + 2; ++n)
+            CUTE_UNROLL
+            for (int m = 0; m < size<1>(rQ); ++m) gemm(mma, rQ(_, m, kk), rK(_, n, kk), rS(_, m, n));
+        }
       }
       // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
       // as (rows, keys). A row lives in the 4 lanes of a quad: its max takes two shuffles.
@@ -244,13 +255,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim,
                       p.seq_k - (t + 1) * BK >= BK && full_d);
     cp_async_fence();
-    if (active) {  // O += P V
+    // O += P V, with V^T's fragments loaded two column blocks at a time as K's above. A warp
+    // that skipped the tile multiplies zeros: keeping P V unconditional keeps P's registers
+    // out of a branch, which the compiler handles with fewer registers.
+    if (!active) clear(rP);
+    CUTE_UNROLL
+    for (int kk = 0; kk < size<2>(rVt); ++kk)
       CUTE_UNROLL
-      for (int kk = 0; kk < size<2>(rVt); ++kk) {
-        copy(s2r_v, sV_r(_, _, kk), rV_r(_, _, kk));
-        gemm(mma, rP(_, _, kk), rVt(_, _, kk), rO);
+      for (int j = 0; j < size<1>(rV_r); ++j) {
+        copy(s2r_v, sV_r(_, j, kk), rV_r(_, j, kk));
+        CUTE_UNROLL
+        for (int n = 2 * j; n < 2 * j + 2; ++n)
+          CUTE_UNROLL
+          for (int m = 0; m < size<1>(rP); ++m) gemm(mma, rP(_, m, kk), rVt(_, n, kk), rO(_, m, n));
       }
-    }
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with Q's buffer, where O is staged
