@@ -102,6 +102,7 @@ DISPLAY_NAMES = {
     "05_batched_gemm": "05 unfused: batched GEMMs + softmax",
     "06_multi_head": "06 fused multi-head, register-tiled",
     "07_tensor_cores": "07 tensor cores",
+    "08_cute": "08 CuTe (the 07 kernel with layouts)",
     "09_hopper": "09 Hopper: wgmma, TMA, warp specialization",
     "torch_sdpa_efficient": "PyTorch SDPA, memory-efficient",
     "torch_sdpa_flash": "PyTorch SDPA, FlashAttention-2 backend",
