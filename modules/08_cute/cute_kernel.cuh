@@ -18,6 +18,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/device.h"
@@ -201,7 +202,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const bool active = !C::kWarpSkip || key0 < warp_end;  // the same for the whole warp
     Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
-    if (active) {
+    // S = Q K^T, the online softmax and P, as one step with or without the mask.
+    auto scores_to_p = [&](auto with_mask) {
       // S = Q K^T, one 16-wide k-step at a time. One ldmatrix.x4 of K (copy index j) fills
       // the B fragments of key blocks 2j and 2j + 1 (the MMA's N tile of 16 is two atoms of
       // 8); their MMAs follow it at once, so few K fragments are live at a time.
@@ -221,15 +223,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
       // as (rows, keys). A row lives in the 4 lanes of a quad: its max takes two shuffles.
       Tensor s = make_tensor(rS.data(), rows_by_columns(rS.layout()));
-      const bool masked = key0 + BK > warp_full || key0 + BK > p.seq_k;
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        if (masked) {  // keys past the row's last visible key (or past seq_k): -inf
+      // Keys past a row's last visible key (or past seq_k) become -inf.
+      if constexpr (decltype(with_mask)::value) {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
           const int end = visible_end<kCausal>(p, q0 + get<0>(sc(r, 0))) - key0;
           CUTE_UNROLL
           for (int c = 0; c < size<1>(s); ++c)
             if (get<1>(sc(r, c)) >= end) s(r, c) = -INFINITY;
         }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
         float tile_max = -INFINITY;
         CUTE_UNROLL
         for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
@@ -248,6 +253,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       }
       // P: the S registers rounded to 16 bits, 2 at a time, already in the A operand's order.
       round_to_16bit(rS, rP);
+    };
+    // Only the tiles on the diagonal and the last tile need the mask. Two copies of the step,
+    // chosen by one branch for the whole warp: inside a single copy the compiler turns the
+    // mask into predicated instructions that every tile would issue.
+    if (active) {
+      if (key0 + BK > warp_full || key0 + BK > p.seq_k) scores_to_p(std::true_type{});
+      else scores_to_p(std::false_type{});
     }
     cp_async_wait<0>();  // V(t) has landed ...
     __syncthreads();     // ... everyone's; everyone is done with K(t)
