@@ -34,15 +34,12 @@ using namespace cute;
 // One kernel configuration: D the padded head dim (head_dim <= D; padding columns are
 // zeros), kWarps warps of 32 query rows, kKeys keys per K/V tile, kMinBlocks blocks per SM
 // (caps the registers), kQInRegisters: Q's fragments loaded once (else re-read from shared
-// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers),
-// kWarpSkip: a warp skips S = Q K^T and the softmax on a key tile none of its rows sees (the
-// causal diagonal; P is then 0). It costs registers: at D = 128 the compiler spills with it.
-template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_,
-          bool kWarpSkip_>
+// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers).
+template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_>
 struct Config {
   using T = T_;  // cute::half_t or cute::bfloat16_t
   static constexpr int D = D_, kWarps = kWarps_, kKeys = kKeys_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kQInRegisters = kQInRegisters_, kWarpSkip = kWarpSkip_;
+  static constexpr bool kQInRegisters = kQInRegisters_;
   static constexpr int kThreads = 32 * kWarps, kWarpRows = 32, kQueries = kWarps * kWarpRows;
 };
 
@@ -199,7 +196,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                     p.seq_k - t * BK >= BK && full_d);
     cp_async_fence();
     const int key0 = t * BK;
-    const bool active = !C::kWarpSkip || key0 < warp_end;  // the same for the whole warp
+    // A warp skips S, the softmax and P on a key tile none of its rows sees (the causal
+    // diagonal); its P is then 0. The same for the whole warp: no divergence.
+    const bool active = key0 < warp_end;
     Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
     // S = Q K^T, the online softmax and P, as one step with or without the mask.

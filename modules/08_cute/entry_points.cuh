@@ -9,12 +9,11 @@
 
 namespace attn::m08 {
 
-// D = 64: Q's fragments in registers, warps skip the key tiles their rows do not see; D = 128:
-// Q re-read from shared memory (O and S already take 192 of the 255 registers), no per-warp
-// skip (its registers make the compiler spill). 4 warps x 32 rows, 64-key tiles, 2 blocks per
-// SM. The fastest measured on the H100 (docs/worklog/08_cute.md).
-template <class T> using Config64 = Config<T, 64, 4, 64, 2, true, true>;
-template <class T> using Config128 = Config<T, 128, 4, 64, 2, false, false>;
+// D = 64: Q's fragments in registers; D = 128: re-read from shared memory (O and S already
+// take 192 of the 255 registers). 4 warps x 32 rows, 64-key tiles, 2 blocks per SM: module
+// 07's production configurations.
+template <class T> using Config64 = Config<T, 64, 4, 64, 2, true>;
+template <class T> using Config128 = Config<T, 128, 4, 64, 2, false>;
 
 template <class Recipe, class C>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
