@@ -52,9 +52,9 @@ __device__ __forceinline__ int visible_end(const Problem& p, int row) {
 
 // Copies a tile, global -> shared, through the thread's partition of the tiled copy: src, dst
 // and the identity coordinates `coord` (row, column of each element) have one shape.
-// Elements past `rows` or `cols` become zeros; `whole`: the tile has none (rows and cols
-// cover it). kVec: one 16-byte cp.async per chunk of 8
-// (aligned rows, cols % 8 == 0); else element by element, synchronously.
+// Elements past `rows` or `cols` become zeros; `whole` says the tile has none. kVec: one
+// 16-byte cp.async per chunk of 8 (aligned rows, cols % 8 == 0); else element by element,
+// synchronously.
 template <bool kVec, class Copy, class Src, class Dst, class Coord>
 __device__ __forceinline__ void copy_tile(const Copy& copy, const Src& src, Dst&& dst,
                                           const Coord& coord, int rows, int cols, bool whole) {
