@@ -100,6 +100,28 @@ __device__ __forceinline__ void round_to_16bit(const Src& src, Dst& dst) {
   for (int j = 0; j < N / 2; ++j) out[j] = convert(in[j]);
 }
 
+// C += A B over k-step kk of the MMA, with B read from shared memory one copy instruction
+// at a time: copy index j fills the B fragments of kPerCopy consecutive N blocks (an
+// ldmatrix.x4 covers the MMA's N tile of 16, two atoms of 8), and their MMAs follow it at
+// once, so few B fragments are live at a time. rB_view is the copy's view of rB.
+template <class Mma, class CopyB, class SB, class RBView, class RA, class RB, class RC>
+__device__ __forceinline__ void mma_k_step(const Mma& mma, const CopyB& copy_b, const SB& sB,
+                                           RBView& rB_view, const RA& rA, const RB& rB, RC& rC,
+                                           int kk) {
+  constexpr int kBlocks = decltype(size<1>(rB))::value;
+  constexpr int kCopies = decltype(size<1>(rB_view))::value;
+  static_assert(kBlocks % kCopies == 0, "each copy fills whole N blocks");
+  constexpr int kPerCopy = kBlocks / kCopies;
+  CUTE_UNROLL
+  for (int j = 0; j < kCopies; ++j) {
+    copy(copy_b, sB(_, j, kk), rB_view(_, j, kk));
+    CUTE_UNROLL
+    for (int n = kPerCopy * j; n < kPerCopy * (j + 1); ++n)
+      CUTE_UNROLL
+      for (int m = 0; m < size<1>(rA); ++m) gemm(mma, rA(_, m, kk), rB(_, n, kk), rC(_, m, n));
+  }
+}
+
 template <class Recipe, class C, bool kCausal, bool kVec>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     cute_flash_kernel(Problem p, float scale_log2, int query_blocks, const typename C::T* q,
@@ -171,7 +193,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // The key tiles: up to the last key the block's last query sees; this warp's own range.
   const int tiles = (visible_end<kCausal>(p, min(q0 + BQ, p.seq_q) - 1) + BK - 1) / BK;
   const int warp_q0 = q0 + warp * C::kWarpRows;
-  const int warp_end = warp_q0 < p.seq_q ? visible_end<kCausal>(p, min(warp_q0 + 32, p.seq_q) - 1) : 0;
+  const int warp_end = warp_q0 < p.seq_q ? visible_end<kCausal>(p, min(warp_q0 + C::kWarpRows, p.seq_q) - 1) : 0;
   const int warp_full = visible_end<kCausal>(p, warp_q0);  // keys every row of the warp sees
 
   Tensor rows_view = make_tensor(rO.data(), rows_by_columns(rO.layout()));  // (rows, D)
@@ -203,21 +225,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
     // S = Q K^T, the online softmax and P, as one step with or without the mask.
     auto scores_to_p = [&](auto with_mask) {
-      // S = Q K^T, one 16-wide k-step at a time. One ldmatrix.x4 of K (copy index j) fills
-      // the B fragments of key blocks 2j and 2j + 1 (the MMA's N tile of 16 is two atoms of
-      // 8); their MMAs follow it at once, so few K fragments are live at a time.
+      // S = Q K^T, one 16-wide k-step at a time.
       clear(rS);
       CUTE_UNROLL
       for (int kk = 0; kk < size<2>(rK); ++kk) {
         if constexpr (!C::kQInRegisters) copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
-        CUTE_UNROLL
-        for (int j = 0; j < size<1>(rK_r); ++j) {
-          copy(s2r_k, sK_r(_, j, kk), rK_r(_, j, kk));
-          CUTE_UNROLL
-          for (int n = 2 * j; n < 2 * j + 2; ++n)
-            CUTE_UNROLL
-            for (int m = 0; m < size<1>(rQ); ++m) gemm(mma, rQ(_, m, kk), rK(_, n, kk), rS(_, m, n));
-        }
+        mma_k_step(mma, s2r_k, sK_r, rK_r, rQ, rK, rS, kk);
       }
       // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
       // as (rows, keys). A row lives in the 4 lanes of a quad: its max takes two shuffles.
@@ -266,20 +279,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim,
                       p.seq_k - (t + 1) * BK >= BK && full_d);
     cp_async_fence();
-    // O += P V, with V^T's fragments loaded two column blocks at a time as K's above. A warp
-    // that skipped the tile multiplies zeros: keeping P V unconditional keeps P's registers
-    // out of a branch, which the compiler handles with fewer registers.
+    // O += P V. A warp that skipped the tile multiplies zeros: keeping P V unconditional
+    // keeps P's registers out of a branch, which the compiler handles with fewer registers.
     if (!active) clear(rP);
     CUTE_UNROLL
-    for (int kk = 0; kk < size<2>(rVt); ++kk)
-      CUTE_UNROLL
-      for (int j = 0; j < size<1>(rV_r); ++j) {
-        copy(s2r_v, sV_r(_, j, kk), rV_r(_, j, kk));
-        CUTE_UNROLL
-        for (int n = 2 * j; n < 2 * j + 2; ++n)
-          CUTE_UNROLL
-          for (int m = 0; m < size<1>(rP); ++m) gemm(mma, rP(_, m, kk), rVt(_, n, kk), rO(_, m, n));
-      }
+    for (int kk = 0; kk < size<2>(rVt); ++kk) mma_k_step(mma, s2r_v, sV_r, rV_r, rP, rVt, rO, kk);
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with Q's buffer, where O is staged
