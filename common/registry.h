@@ -38,6 +38,16 @@ using SupportsFn = Status (*)(const Problem& p);
 // packed variable-length prefill (common/paged.h).
 struct InferenceEntry;
 
+// The entry point of the modifier module (module 12, common/modifiers.h): forward() with a
+// score modifier, a mask and RoPE on top of a dense Problem, and its checks.
+struct ModifierSpec;
+struct ModifierTensors;
+struct ModifierEntry {
+  Status (*supports)(const Problem& p, const ModifierSpec& m);
+  Status (*forward)(const Problem& p, const ModifierSpec& m, const ModifierTensors& t,
+                    const void* q, const void* k, const void* v, void* o, cudaStream_t stream);
+};
+
 struct Kernel {
   int module = 0;           // 0, 1, 2, ...
   std::string name;         // "naive"
@@ -50,6 +60,9 @@ struct Kernel {
   // An inference module's entry points (paged decode, varlen prefill); nullptr for the modules
   // that run dense Problems. Such a module's `supports` refuses every dense Problem.
   const InferenceEntry* inference = nullptr;
+  // The modifier module's entry point (module 12); nullptr for the others. Such a module also
+  // has forward16 for plain problems (no modifier).
+  const ModifierEntry* modifiers = nullptr;
 
   std::string label() const;  // "01_naive/solution"
   // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16 or
@@ -108,4 +121,13 @@ const Kernel* find_kernel(int module, Impl impl);
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
       number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
       nullptr, &(entry)});                                                                 \
+  }
+
+// Registers the modifier module (module 12): forward16_fn runs plain problems, `entry` (a
+// `static const attn::ModifierEntry`) the ones with modifiers: `attn run --module 12 --alibi`.
+#define ATTN_REGISTER_MODULE_MODIFIERS(number, name, title, supports_fn, forward16_fn, entry) \
+  namespace {                                                                              \
+  const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
+      forward16_fn, nullptr, &(entry)});                                                   \
   }
