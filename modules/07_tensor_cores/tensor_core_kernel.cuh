@@ -251,12 +251,26 @@ struct DenseBatch {
   struct Args {};
 };
 
-template <class Warp, class T, class C, bool kCausal, bool kVec, class Batch = DenseBatch>
+// Module 12 (modules/12_modifiers/modifier_hooks.cuh) adds score modifiers, masks and RoPE
+// through a Mods type with hooks at the marked places (`Mods::kActive`); NoModifiers, the
+// default, compiles to the kernel without them.
+struct NoModifiers {
+  static constexpr bool kActive = false;
+  struct Args {};
+  template <class C>
+  static constexpr int kExtraSmemBytes = 0;
+};
+
+template <class Warp, class T, class C, bool kCausal, bool kVec, class Batch = DenseBatch,
+          class Mods = NoModifiers>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     flash_tc_kernel(Problem p, float scale_log2, int query_blocks, const uint16_t* __restrict__ q,
                     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
-                    uint16_t* __restrict__ o, typename Batch::Args batch = {}) {
+                    uint16_t* __restrict__ o, typename Batch::Args batch = {},
+                    typename Mods::Args mods = {}) {
   constexpr int MT = C::kRowTiles, BC = C::kKeys, D = C::D;
+  static_assert(!Mods::kActive || (!kCausal && C::kPipeline != Pipeline::sync),
+                "module 12's hooks take the mask over and sit in the two_stage and fa2 pipelines");
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* const q_tile = smem + C::kQOffset;  // also stages O at the end
 
@@ -297,7 +311,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // The key tiles the block loads: up to the last key its last query sees.
   const int q_last = min(q0 + C::kQueries, p.seq_q) - 1;
-  const int tiles = (visible_end<kCausal>(p, q_last) + BC - 1) / BC;  // 0: sees no key
+  int tiles = (visible_end<kCausal>(p, q_last) + BC - 1) / BC;  // 0: sees no key
+  int first_tile = 0;
+  if constexpr (Mods::kActive) Mods::block_tiles(mods, p, b, q0, q_last, BC, first_tile, tiles);
   // The keys this warp computes with: a tile is skipped by a warp none of whose queries sees
   // any of its keys (causal: the last tiles of a block, for its first warps), and needs the
   // mask only if it reaches past the keys the warp's first row sees.
@@ -330,9 +346,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   const uint32_t s_base = smem_u32(smem);
   constexpr int kTile = C::kTileElems;
+  // Mods' own shared memory (module 12: the bias tiles) lies after the kernel's.
+  [[maybe_unused]] char* const extra = reinterpret_cast<char*>(smem + C::kSmemElems);
   auto load_k = [&](uint16_t* dst, int t) {
     load_tile<C, BC, kVec>(dst, k_head + int64_t(t) * BC * p.k.seq, p.k.seq, p.seq_k - t * BC,
                            p.head_dim);
+    if constexpr (Mods::kActive)  // in K's copy group: the bias tile t (two_stage: by stage)
+      Mods::template load_extras<C>(mods, p, b, h, q0, t, extra, (t - first_tile) & 1);
   };
   auto load_v = [&](uint16_t* dst, int t) {
     load_tile<C, BC, kVec>(dst, v_head + int64_t(t) * BC * p.v.seq, p.v.seq, p.seq_k - t * BC,
@@ -344,7 +364,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // V(t), barrier, copy K(t + 1)), run after the softmax; every warp runs it, active or not.
   auto tile_math = [&](int t, uint32_t sK, uint32_t sV, auto&& middle) {
     const int key0 = t * BC;
-    const bool active = key0 < warp_end;  // the same for the whole warp: no divergence
+    bool active = key0 < warp_end;  // the same for the whole warp: no divergence
+    bool partial = key0 + BC > warp_full;
+    if constexpr (Mods::kActive)  // module 12: the mask's class of this warp's tile
+      Mods::classify(mods, p, b, warp_q0, key0, BC, C::kWarpRows, active, partial);
     float s[MT][BC / 8][4];
     uint32_t pa[MT][BC / 16][4];
     if (active) {
@@ -353,7 +376,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
       Warp::template qk<T, C>(s, qf, sK, lane);
-      if (key0 + BC > warp_full) {
+      if constexpr (Mods::kActive) {  // module 12: the score modifier, then the mask
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          Mods::template score<C>(mods, p, b, h, row_base + 16 * mt, key0, lane, s[mt], extra,
+                                  (t - first_tile) & 1, warp * C::kWarpRows + 16 * mt);
+        if (partial) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            Mods::template mask<C>(mods, p, b, row_base + 16 * mt, key0, lane, s[mt]);
+        }
+      } else if (partial) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) apply_mask<C>(s[mt], key0, row_end[mt], lane);
       }
@@ -370,17 +403,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     uint16_t* const k_buf = smem;
     uint16_t* const v_buf = smem + kTile;
     load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
-    if (tiles > 0) load_k(k_buf, 0);
+    if (tiles > first_tile) load_k(k_buf, first_tile);
     device::cp_async_commit();
     if constexpr (C::kQInRegisters) {  // Q is staged in the V buffer: into registers first
       device::cp_async_wait<0>();
+      if constexpr (Mods::kActive) Mods::template rotate<C, C::kQueries>(mods, p, q_tile, q0, true);
       __syncthreads();
       qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     } else {
       qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     }
-    for (int t = 0; t < tiles; ++t) {
+    for (int t = first_tile; t < tiles; ++t) {
       device::cp_async_wait<0>();  // K(t) has landed (own copies) ...
+      if constexpr (Mods::kActive) {  // module 12: RoPE on this thread's own rows, in place
+        if (!C::kQInRegisters && t == first_tile)
+          Mods::template rotate<C, C::kQueries>(mods, p, q_tile, q0, true);
+        Mods::template rotate<C, BC>(mods, p, k_buf, t * BC, false);
+      }
       __syncthreads();     // ... everyone's; everyone is done with V(t - 1) (and staged Q)
       load_v(v_buf, t);
       device::cp_async_commit();
@@ -395,17 +434,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     // At the top of iteration t, tile t is complete in stage t % 2 and nobody reads stage
     // (t + 1) % 2 any more (the barrier at the end of t - 1): tile t + 1 is copied there.
     load_tile<C, C::kQueries, kVec>(q_tile, q_head, p.q.seq, p.seq_q - q0, p.head_dim);
-    if (tiles > 0) {
-      load_k(smem, 0);
-      load_v(smem + kTile, 0);
+    if (tiles > first_tile) {
+      load_k(smem, first_tile);
+      load_v(smem + kTile, first_tile);
     }
     device::cp_async_commit();
     device::cp_async_wait<0>();
+    if constexpr (Mods::kActive) {  // module 12: RoPE on this thread's own rows, in place
+      Mods::template rotate<C, C::kQueries>(mods, p, q_tile, q0, true);
+      Mods::template rotate<C, BC>(mods, p, smem, first_tile * BC, false);
+    }
     __syncthreads();
     qf.load(smem_u32(q_tile), warp * C::kWarpRows, lane);
     if constexpr (C::kQStaged) __syncthreads();  // Q is in registers: stage 1 is free
-    for (int t = 0; t < tiles; ++t) {
-      const int stage = t & 1;
+    for (int t = first_tile; t < tiles; ++t) {
+      const int stage = (t - first_tile) & 1;
       if (t + 1 < tiles) {
         load_k(smem + (stage ^ 1) * 2 * kTile, t + 1);
         load_v(smem + (stage ^ 1) * 2 * kTile + kTile, t + 1);
@@ -414,6 +457,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       const uint32_t sK = s_base + stage * 4 * kTile;  // bytes: 2 per element
       tile_math(t, sK, sK + 2 * kTile, [] {});
       device::cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
+      if constexpr (Mods::kActive)
+        if (t + 1 < tiles) Mods::template rotate<C, BC>(mods, p, smem + (stage ^ 1) * 2 * kTile,
+                                                        (t + 1) * BC, false);
       __syncthreads();     // ... everyone's; and nobody reads this stage any more
     }
   } else {  // sync: one buffer, every tile copied, waited for, then computed
@@ -487,7 +533,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                    rows_aligned16(o, p.o, 2);
   const float scale_log2 = p.softmax_scale() * kLog2e;
   using Kernel = void (*)(Problem, float, int, const uint16_t*, const uint16_t*,
-                          const uint16_t*, uint16_t*, typename Batch::Args);
+                          const uint16_t*, uint16_t*, typename Batch::Args, NoModifiers::Args);
   // [causal][vec]
   static const Kernel kernels[2][2] = {
       {flash_tc_kernel<Warp, T, C, false, false, Batch>,
@@ -509,7 +555,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                                            stream>>>(
       p, scale_log2, int(query_blocks), static_cast<const uint16_t*>(q),
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o),
-      batch);
+      batch, NoModifiers::Args{});
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }

@@ -1,0 +1,268 @@
+// bench_12: what each modifier of module 12 costs. Every variant is first checked against the
+// double reference with modifiers (common/modifiers.h) on an odd shape, then timed on the
+// ladder shapes (bf16, B * N = 16k tokens, H * d = 2048) beside module 07's kernel in the same
+// run:
+//   score modifiers and RoPE: time / module 07's time with the same mask (target <= 1.10 for
+//     the score modifiers, <= 1.05 for RoPE);
+//   masks: time / (visible fraction x module 07's unmasked time + one 64-key tile column),
+//     the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
+// Writes one JSON file (--out) and prints a table.
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/10_decoding/device_fill.cuh"
+#include "common/buffers.h"
+#include "common/compare.h"
+#include "common/cuda_check.h"
+#include "common/device.h"
+#include "common/half.h"
+#include "common/modifier_runner.h"
+#include "common/modifiers.h"
+#include "common/registry.h"
+#include "common/problem.h"
+#include "common/runner.h"
+#include "common/timing.h"
+#include "modules/07_tensor_cores/tensor_cores.h"
+#include "modules/12_modifiers/modifier_attention.h"
+
+namespace {
+
+using namespace attn;
+
+void check_status(const Status& s) {
+  if (!s) throw std::runtime_error(s.message());
+}
+
+// The device side of one problem's modifier tensors.
+struct DeviceMods {
+  DeviceBuffer<uint16_t> bias;
+  DeviceBuffer<int32_t> seg_q, seg_k;
+  DeviceBuffer<float> rel;
+  ModifierTensors t;
+
+  DeviceMods(const Problem& p, const ModifierSpec& m, const ModifierInputs& mi) {
+    if (m.score == ScoreMod::bias) {
+      bias = DeviceBuffer<uint16_t>(to_bits16(mi.bias, p.dtype));
+      t.bias = bias.get();
+      t.bias_head_stride = m.bias_per_head ? int64_t(p.seq_q) * p.seq_k : 0;
+      t.bias_batch_stride =
+          m.bias_per_batch ? int64_t(m.bias_per_head ? p.heads : 1) * p.seq_q * p.seq_k : 0;
+    }
+    if (m.documents) {
+      seg_q = DeviceBuffer<int32_t>(mi.seg_q);
+      seg_k = DeviceBuffer<int32_t>(mi.seg_k);
+      t.seg_q = seg_q.get();
+      t.seg_k = seg_k.get();
+    }
+    if (m.score == ScoreMod::relative) {
+      rel = DeviceBuffer<float>(relative_bias_by_distance(p, m, mi.rel_table));
+      t.rel_bias = rel.get();
+    }
+  }
+};
+
+struct Variant {
+  std::string name;
+  ModifierSpec m;
+  bool causal = false;
+  bool is_mask = false;  // compared with the visible fraction, not with module 07
+};
+
+std::vector<Variant> variants(int n) {
+  std::vector<Variant> v;
+  for (bool causal : {false, true}) {
+    const std::string tag = causal ? " causal" : "";
+    ModifierSpec m;
+    m.score = ScoreMod::alibi;
+    v.push_back({"alibi" + tag, m, causal});
+    m = {};
+    m.score = ScoreMod::bias;
+    m.bias_per_head = false;  // one [seq_q, seq_k] bias for every head and batch entry
+    v.push_back({"bias" + tag, m, causal});
+    m = {};
+    m.score = ScoreMod::softcap;
+    m.softcap = 30.0f;
+    v.push_back({"softcap" + tag, m, causal});
+    m = {};
+    m.score = ScoreMod::relative;
+    v.push_back({"relative" + tag, m, causal});
+    m = {};
+    m.rope = RopeStyle::interleaved;
+    v.push_back({"rope interleaved" + tag, m, causal});
+    m.rope = RopeStyle::half;
+    v.push_back({"rope half" + tag, m, causal});
+  }
+  for (int w : {256, 1024, 4096}) {
+    if (w >= n) continue;
+    ModifierSpec m;
+    m.window = w;
+    v.push_back({"window " + std::to_string(w), m, true, true});
+  }
+  ModifierSpec m;
+  m.prefix = n / 4;
+  v.push_back({"prefix N/4", m, true, true});
+  m = {};
+  m.documents = true;
+  v.push_back({"documents x4", m, false, true});
+  v.push_back({"documents x4 causal", m, true, true});
+  m = {};
+  v.push_back({"causal (07 rule)", m, true, true});
+  return v;
+}
+
+// Four documents of equal length per batch entry: ids j / (n / 4).
+void equal_documents(const Problem& p, ModifierInputs& mi) {
+  mi.seg_q.resize(size_t(p.batch) * p.seq_q);
+  mi.seg_k.resize(size_t(p.batch) * p.seq_k);
+  const int len_q = (p.seq_q + 3) / 4, len_k = (p.seq_k + 3) / 4;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int i = 0; i < p.seq_q; ++i) mi.seg_q[size_t(b) * p.seq_q + i] = i / len_q;
+    for (int j = 0; j < p.seq_k; ++j) mi.seg_k[size_t(b) * p.seq_k + j] = j / len_k;
+  }
+}
+
+// The check of one variant on an odd shape: the solution against the double reference.
+bool check_variant(const Variant& var, int d, uint64_t seed, double* error) {
+  Problem p = Problem::make(2, 4, 333, 333, d, var.causal, Layout::BSHD, 2);
+  p.dtype = DType::bf16;
+  ModifierSpec m = var.m;
+  if (m.prefix > 0) m.prefix = 333 / 4;
+  if (m.window > 0) m.window = std::min(m.window, 100);
+  const Inputs in = random_inputs(p, seed);
+  const ModifierInputs mi = random_modifier_inputs(p, m, seed + 1);
+  const Kernel* kernel = find_kernel(12, Impl::solution);
+  if (!kernel) throw std::runtime_error("module 12 is not registered");
+  const ModifierCheck r = check_modified(*kernel, p, m, in, mi);
+  if (!r.status) {
+    std::printf("  %s d=%d refused: %s\n", var.name.c_str(), d, r.status.message().c_str());
+    return false;
+  }
+  *error = r.comparison.rel_l2_error;
+  return r.passed();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_12: module 12's modifiers beside module 07, checked then timed"};
+  std::string out = "bench12.json";
+  std::vector<int> seqs = {1024, 4096, 16384};
+  std::vector<int> dims = {64, 128};
+  int warmup = 5, iters = 20;
+  app.add_option("--out", out, "JSON output file");
+  app.add_option("--seqs", seqs, "sequence lengths (B = 16384 / N)");
+  app.add_option("--dims", dims, "head dims (H = 2048 / d)");
+  app.add_option("--warmup", warmup);
+  app.add_option("--iters", iters);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const DeviceInfo info = query_device();
+    std::printf("device: %s\n", info.name.c_str());
+    // Checks first: a variant that fails is not timed.
+    bool all_ok = true;
+    for (int d : dims)
+      for (const Variant& var : variants(4096)) {
+        double err = 0;
+        const bool ok = check_variant(var, d, 12345, &err);
+        std::printf("check %-22s d=%-3d %s (rel L2 %.2e)\n", var.name.c_str(), d,
+                    ok ? "PASS" : "FAIL", err);
+        all_ok = all_ok && ok;
+      }
+    std::ofstream json(out);
+    json << "{\"device\": \"" << info.name << "\", \"checks_passed\": " << (all_ok ? "true" : "false")
+         << ", \"records\": [\n";
+    bool first_record = true;
+    std::printf("\n%-22s %4s %6s %10s %10s %8s %8s\n", "variant", "d", "N", "ms", "07 ms",
+                "ratio", "TFLOP/s");
+    for (int d : dims)
+      for (int n : seqs) {
+        const int batch = std::max(1, 16384 / n), heads = 2048 / d;
+        Problem base = Problem::make(batch, heads, n, n, d, false, Layout::BHSD);
+        base.dtype = DType::bf16;
+        DeviceBuffer<uint16_t> q(base.q_elements()), k(base.kv_elements()), v(base.kv_elements()),
+            o(base.o_elements());
+        bench10::fill_random(q.get(), q.size(), 1, base.dtype);
+        bench10::fill_random(k.get(), k.size(), 2, base.dtype);
+        bench10::fill_random(v.get(), v.size(), 3, base.dtype);
+        auto time_07 = [&](bool causal) {
+          Problem p = base;
+          p.causal = causal;
+          return time_on_stream(
+                     [&](cudaStream_t s) {
+                       check_status(m07::solution::forward(p, q.get(), k.get(), v.get(),
+                                                                     o.get(), s));
+                     },
+                     warmup, iters)
+              .median_ms;
+        };
+        const double t07[2] = {time_07(false), time_07(true)};
+        for (const Variant& var : variants(n)) {
+          Problem p = base;
+          p.causal = var.causal;
+          ModifierSpec m = var.m;
+          ModifierInputs mi;
+          if (m.score == ScoreMod::relative) mi = random_modifier_inputs(p, m, 7);
+          if (m.documents) equal_documents(p, mi);
+          DeviceMods mods(p, m, {});
+          if (m.score == ScoreMod::bias) {  // [1, 1, N, N], filled on the device
+            mods.bias = DeviceBuffer<uint16_t>(size_t(n) * n);
+            bench10::fill_random(mods.bias.get(), mods.bias.size(), 4, p.dtype);
+            mods.t.bias = mods.bias.get();
+          }
+          if (m.documents || m.score == ScoreMod::relative) {
+            DeviceMods full(p, m, mi);
+            std::swap(mods.seg_q, full.seg_q);
+            std::swap(mods.seg_k, full.seg_k);
+            std::swap(mods.rel, full.rel);
+            mods.t.seg_q = mods.seg_q.get();
+            mods.t.seg_k = mods.seg_k.get();
+            mods.t.rel_bias = mods.rel.get();
+          }
+          const double ms =
+              time_on_stream(
+                  [&](cudaStream_t s) {
+                    check_status(m12::solution::forward(p, m, mods.t, q.get(), k.get(),
+                                                                  v.get(), o.get(), s));
+                  },
+                  warmup, iters)
+                  .median_ms;
+          const int64_t pairs = visible_pairs(p, m, mi);
+          const double flops = 4.0 * double(pairs) * d * heads;
+          double ratio, predicted_ms;
+          if (var.is_mask) {  // against a perfect skip: visible fraction of the full time
+            const double fraction = double(pairs) / (double(batch) * n * n);
+            predicted_ms = t07[0] * (fraction + 64.0 / n);
+            ratio = ms / predicted_ms;
+          } else {
+            predicted_ms = t07[var.causal ? 1 : 0];
+            ratio = ms / predicted_ms;
+          }
+          std::printf("%-22s %4d %6d %10.4f %10.4f %8.3f %8.1f\n", var.name.c_str(), d, n, ms,
+                      predicted_ms, ratio, flops / ms * 1e-9);
+          json << (first_record ? "" : ",\n") << "  {\"variant\": \"" << var.name
+               << "\", \"modifiers\": \"" << m.describe() << "\", \"causal\": "
+               << (var.causal ? "true" : "false") << ", \"mask\": "
+               << (var.is_mask ? "true" : "false") << ", \"head_dim\": " << d
+               << ", \"seq\": " << n << ", \"batch\": " << batch << ", \"heads\": " << heads
+               << ", \"ms\": " << ms << ", \"baseline_ms\": " << predicted_ms
+               << ", \"module07_ms\": " << t07[var.causal ? 1 : 0]
+               << ", \"module07_full_ms\": " << t07[0] << ", \"ratio\": " << ratio
+               << ", \"visible_pairs\": " << pairs << ", \"tflops\": " << flops / ms * 1e-9
+               << "}";
+          first_record = false;
+        }
+      }
+    json << "\n]}\n";
+    std::printf("\nwrote %s; checks %s\n", out.c_str(), all_ok ? "all passed" : "FAILED");
+    return all_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_12: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,307 @@
+// Module 12, given: the hooks that put score modifiers, masks and RoPE into module 07's kernel
+// (modules/07_tensor_cores/tensor_core_kernel.cuh, the places marked `Mods::kActive`). The
+// ideas are in ModifierSteps, which the exercise (exercise.cu) and the solution write; the
+// plumbing around them (where the hooks run, the bias tile in shared memory, which thread
+// rotates which 16-byte chunk) is here. The rules are stated once in common/modifiers.h.
+//
+// Per K/V tile, per warp (README, section 2):
+//   1. classify   the warp's 32 rows x the tile's 64 keys: all masked (skip the tile), all
+//                 visible (no per-score test), or partial; the block's key range is narrowed
+//                 the same way once, before the loop (block_tiles);
+//   2. score      the modifier on each score, before the running max (README, section 1);
+//   3. mask       -inf for every key a row does not see, on partial tiles only.
+// RoPE (README, section 3): every thread rotates the 16-byte chunks of Q and K it copied
+// itself, right after its own cp.async wait and before the barrier that publishes them: no
+// extra barrier, and each tile is rotated once per block however many warps read it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "common/device/cp_async.cuh"
+#include "common/modifiers.h"
+#include "common/problem.h"
+#include "modules/07_tensor_cores/tensor_core_kernel.cuh"
+
+namespace attn::m12 {
+
+enum class TileClass { masked, partial, full };
+
+// The causal-like rules of common/modifiers.h, as the kernel reads them (positions i' are
+// bottom-right aligned: i' = i + seq_k - seq_q).
+struct MaskRules {
+  int causal = 0;  // key j needs j <= i' (or j < prefix)
+  int prefix = 0;  // keys j < prefix are seen by every query (prefix-LM)
+  int window = 0;  // > 0: key j needs j > i' - window (sliding window)
+};
+
+// RoPE: feature f turns together with feature `partner` by the angle pos * base^(-2m / d).
+struct RopePair {
+  int partner;
+  int m;
+  bool first;  // x_a of the pair: x_a' = x_a cos - x_b sin; else x_b: x_b' = x_a sin + x_b cos
+};
+
+// Everything the hooks read, passed to the kernel by value.
+struct Args {
+  MaskRules rules;
+  const int32_t* seg_q = nullptr;  // [batch][seq_q], nondecreasing
+  const int32_t* seg_k = nullptr;  // [batch][seq_k]
+  float scale = 1.0f;              // p.softmax_scale()
+  float softcap = 0.0f;
+  const uint16_t* bias = nullptr;  // p.dtype bits
+  int64_t bias_batch_stride = 0, bias_head_stride = 0;
+  int bias_vec = 0;  // rows of the bias move in 16-byte pieces (seq_k % 8 == 0, aligned)
+  const float* rel_bias = nullptr;  // [heads][seq_q + seq_k - 1], by distance j - i'
+  RopeStyle rope = RopeStyle::none;
+};
+
+// RoPE's frequencies, base^(-2m / head_dim) / (2 pi) turns per position, as a float pair
+// (hi, lo) whose sum holds the double: the angle of position 16000 must be right to ~1e-6
+// turns, more than one float's 24 bits give at that size. Set on the host before a launch
+// (set_rope_turns in entry_points.cuh); one table per program that includes this file.
+constexpr int kMaxRopeFrequencies = 64;  // head_dim / 2
+static __device__ float2 g_rope_turns[kMaxRopeFrequencies];
+
+template <class T>
+__device__ __forceinline__ float bits_to_float(uint16_t x) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(__ushort_as_half(x));
+  else return __bfloat162float(__ushort_as_bfloat16(x));
+}
+template <class T>
+__device__ __forceinline__ uint16_t float_to_bits(float x) {
+  if constexpr (std::is_same_v<T, __half>) return __half_as_ushort(__float2half_rn(x));
+  else return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+// cos and sin of turns * 2 pi, turns = pos * (hi + lo): the whole turns are removed in float
+// with one rounding (fmaf of the exact product), so what reaches __sincosf is within half a
+// turn, where its error is ~2^-21.
+__device__ __forceinline__ void rope_cos_sin(int pos, int m, float& c, float& s) {
+  const float2 f = g_rope_turns[m];
+  const float x = float(pos);  // exact below 2^24
+  const float whole = rintf(x * f.x);
+  const float turns = fmaf(x, f.x, -whole) + x * f.y;
+  __sincosf(turns * 6.28318530717958647692f, &s, &c);
+}
+
+// Key range [lo, hi) of sequence entry b in which the nondecreasing ids seg[0 .. n) equal
+// [first_id, last_id]: two binary searches.
+__device__ __forceinline__ int first_at_least(const int32_t* seg, int n, int id) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(seg + mid) < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// kScore, kRope and kDocuments are compile-time: a kernel carries only the code of the
+// modifiers it runs (module 07's kernel at D = 128 already uses all 255 registers; every extra
+// live value in the loop would spill).
+template <class Steps, class T, ScoreMod kScore, bool kRope, bool kDocuments>
+struct Hooks {
+  static constexpr bool kActive = true;
+  using Args = m12::Args;
+  // The bias tile has one buffer per K stage (two_stage: 2, fa2: 1): it travels with K.
+  template <class C>
+  static constexpr int kStages = C::kPipeline == m07::Pipeline::two_stage ? 2 : 1;
+  template <class C>
+  static constexpr int kBiasTileElems = C::kQueries * C::kKeys;
+  template <class C>
+  static constexpr int kExtraSmemBytes =
+      kScore == ScoreMod::bias ? kStages<C> * kBiasTileElems<C> * 2 : 0;
+
+  // The keys [first_tile * BC, end_tile * BC) the block visits: outside them every key is
+  // masked for every query of the block. An empty range leaves first = end (output 0).
+  static __device__ __forceinline__ void block_tiles(const Args& a, const Problem& p, int b,
+                                                     int q0, int q_last, int BC,
+                                                     int& first_tile, int& end_tile) {
+    const int off = p.seq_k - p.seq_q;
+    int lo = 0, hi = p.seq_k;
+    if (a.rules.causal) hi = min(hi, max(max(q_last + off + 1, a.rules.prefix), 0));
+    if (a.rules.window > 0) lo = max(lo, q0 + off - a.rules.window + 1);
+    if constexpr (kDocuments) {
+      const int32_t* sq = a.seg_q + int64_t(b) * p.seq_q;
+      const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
+      lo = max(lo, first_at_least(sk, p.seq_k, __ldg(sq + q0)));
+      hi = min(hi, first_at_least(sk, p.seq_k, __ldg(sq + q_last) + 1));
+    }
+    first_tile = hi > lo ? lo / BC : 0;
+    end_tile = hi > lo ? (hi + BC - 1) / BC : 0;
+  }
+
+  // The warp's rows [warp_q0, warp_q0 + rows) x keys [key0, key0 + BC): skip it (active =
+  // false), or compute it with (partial) or without the per-score mask. Keys past seq_k
+  // always need the mask. The same for every lane: no divergence.
+  static __device__ __forceinline__ void classify(const Args& a, const Problem& p, int b,
+                                                  int warp_q0, int key0, int BC, int rows,
+                                                  bool& active, bool& partial) {
+    if (warp_q0 >= p.seq_q) {
+      active = partial = false;
+      return;
+    }
+    const int off = p.seq_k - p.seq_q;
+    const int r_hi = min(warp_q0 + rows, p.seq_q) - 1;
+    const int k_hi = min(key0 + BC, p.seq_k) - 1;
+    TileClass c = Steps::classify(a.rules, warp_q0 + off, r_hi + off, key0, k_hi);
+    if (kDocuments && c != TileClass::masked) {
+      const int32_t* sq = a.seg_q + int64_t(b) * p.seq_q;
+      const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
+      const TileClass d = Steps::classify_documents(__ldg(sq + warp_q0), __ldg(sq + r_hi),
+                                                    __ldg(sk + key0), __ldg(sk + k_hi));
+      c = d == TileClass::masked ? d : d == TileClass::partial ? d : c;
+    }
+    active = c != TileClass::masked;
+    partial = c != TileClass::full || key0 + BC > p.seq_k;
+  }
+
+  // -inf for the keys rows row0 and row0 + 8 do not see, in one 16-row tile of S (the lane
+  // layout of module 07: keys key0 + 8n + 2 (lane % 4) + {0, 1}).
+  template <class C>
+  static __device__ __forceinline__ void mask(const Args& a, const Problem& p, int b, int row0,
+                                              int key0, int lane, float (&s)[C::kKeys / 8][4]) {
+    const int off = p.seq_k - p.seq_q;
+    const int key_lane = key0 + 2 * (lane & 3);
+    int seg_row[2] = {0, 0};
+    const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
+    if constexpr (kDocuments)
+      for (int r = 0; r < 2; ++r)
+        seg_row[r] = __ldg(a.seg_q + int64_t(b) * p.seq_q + min(row0 + 8 * r, p.seq_q - 1));
+#pragma unroll
+    for (int n = 0; n < C::kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = key_lane + 8 * n + e;
+        const int seg_j = kDocuments && j < p.seq_k ? __ldg(sk + j) : 0;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const bool seen = j < p.seq_k && Steps::visible(a.rules, row0 + 8 * r + off, j) &&
+                            (!kDocuments || seg_j == seg_row[r]);
+          if (!seen) s[n][2 * r + e] = -INFINITY;
+        }
+      }
+  }
+
+  // The score modifier on one 16-row tile of S: raw q.k in, the modified logit x in natural
+  // units out (the launch sets the softmax's scale to log2(e)). tile_row: the tile's first
+  // row in the block (for the bias tile in shared memory).
+  template <class C>
+  static __device__ __forceinline__ void score(const Args& a, const Problem& p, int b, int h,
+                                               int row0, int key0, int lane,
+                                               float (&s)[C::kKeys / 8][4], char* extra,
+                                               int stage, int tile_row) {
+    if constexpr (kScore == ScoreMod::none) return;
+    const int off = p.seq_k - p.seq_q;
+    const int key_lane = key0 + 2 * (lane & 3);
+    [[maybe_unused]] float slope = 0.f;
+    if constexpr (kScore == ScoreMod::alibi) slope = Steps::alibi_slope(h, p.heads);
+    [[maybe_unused]] const uint16_t* bias_tile =
+        reinterpret_cast<const uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
+    [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
+#pragma unroll
+    for (int n = 0; n < C::kKeys / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = row0 + 8 * r;
+        [[maybe_unused]] uint32_t bias_pair = 0;
+        if constexpr (kScore == ScoreMod::bias) {  // row tile_row + g (+ 8), chunk n, word t
+          const int br = tile_row + lane / 4 + 8 * r;
+          bias_pair = *reinterpret_cast<const uint32_t*>(
+              bias_tile + br * C::kKeys + ((n ^ (br & 7)) << 3) + 2 * (lane & 3));
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = key_lane + 8 * n + e;
+          float x = s[n][2 * r + e] * a.scale;
+          if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
+          if constexpr (kScore == ScoreMod::softcap) x = Steps::softcap(x, a.softcap);
+          if constexpr (kScore == ScoreMod::bias)
+            x += bits_to_float<T>(uint16_t(bias_pair >> (16 * e)));
+          if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
+            x += __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2));
+          s[n][2 * r + e] = x;
+        }
+      }
+  }
+
+  // Starts the copy of the bias rows of the block's queries x keys of tile t into stage
+  // `stage`'s buffer (16-byte cp.async, or element loads when the rows are not aligned),
+  // swizzled as the K tiles are (chunk ^ row % 8): the lanes of a score read hit 32 banks.
+  template <class C>
+  static __device__ __forceinline__ void load_extras(const Args& a, const Problem& p, int b,
+                                                     int h, int q0, int t, char* extra,
+                                                     int stage) {
+    if constexpr (kScore != ScoreMod::bias) return;
+    constexpr int BC = C::kKeys, kChunks = BC / 8;
+    static_assert(kChunks == 8, "the swizzle permutes 8 chunks per row");
+    uint16_t* tile = reinterpret_cast<uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
+    const uint16_t* g = a.bias + b * a.bias_batch_stride + h * a.bias_head_stride;
+    const int key0 = t * BC;
+#pragma unroll
+    for (int idx = int(threadIdx.x); idx < C::kQueries * kChunks; idx += C::kThreads) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      const int i = q0 + r, j = key0 + 8 * c;
+      uint16_t* dst = tile + r * BC + ((c ^ (r & 7)) << 3);
+      const uint16_t* src = g + int64_t(i) * p.seq_k + j;
+      if (a.bias_vec) {
+        const bool ok = i < p.seq_q && j < p.seq_k;
+        device::cp_async_16(dst, ok ? src : g, ok);
+      } else {
+        uint16_t x[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[e] = i < p.seq_q && j + e < p.seq_k ? src[e] : uint16_t(0);
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(x);
+      }
+    }
+  }
+
+  // RoPE on the rows of a Q or K tile that this thread copied (module 07's load_tile: chunk
+  // threadIdx % (D/8) of rows threadIdx / (D/8) + n * kRowStep), in place. Row r of the tile
+  // is at position pos_first + r (+ seq_k - seq_q for Q). The half-split pairs a chunk with
+  // another lane's chunk of the same row: all lanes read, __syncwarp, then write.
+  template <class C, int kRows>
+  static __device__ __forceinline__ void rotate(const Args& a, const Problem& p, uint16_t* tile,
+                                                int pos_first, bool is_q) {
+    if constexpr (!kRope) return;
+    constexpr int kChunks = C::D / 8, kRowStep = C::kThreads / kChunks;
+    const int c = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
+    const int pos0 = pos_first + r0 + (is_q ? p.seq_k - p.seq_q : 0);
+    const bool mine = c * 8 < p.head_dim;
+    const int pc = mine ? Steps::rope_pair(a.rope, 8 * c, p.head_dim).partner / 8 : c;
+    __syncwarp();  // the partner lanes' own copies have landed (their waits came first)
+#pragma unroll 1
+    for (int n = 0; n < kRows / kRowStep; ++n) {
+      const int r = r0 + n * kRowStep;
+      uint16_t* own_ptr = tile + m07::chunk_offset<C::D, C::kSwizzle>(r, c);
+      const uint4 own = *reinterpret_cast<const uint4*>(own_ptr);
+      const uint4 other =
+          *reinterpret_cast<const uint4*>(tile + m07::chunk_offset<C::D, C::kSwizzle>(r, pc));
+      __syncwarp();  // every lane has read its partner's chunk before any lane writes
+      if (!mine) continue;
+      const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+      const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+      uint16_t out[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const RopePair pr = Steps::rope_pair(a.rope, 8 * c + e, p.head_dim);
+        // The partner sits at the same place of the other chunk (half) or next door in this
+        // one (interleaved): two constant indices keep x and y in registers.
+        const float self = bits_to_float<T>(x[e]);
+        const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
+        float cs, sn;
+        rope_cos_sin(pos0 + n * kRowStep, pr.m, cs, sn);
+        out[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+      }
+      *reinterpret_cast<uint4*>(own_ptr) = *reinterpret_cast<const uint4*>(out);
+    }
+  }
+};
+
+}  // namespace attn::m12
