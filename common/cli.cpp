@@ -160,11 +160,15 @@ void add_shape_options(CLI::App* cmd, ShapeOptions& s) {
   cmd->add_option("--scale", s.scale, "softmax scale (default 1/sqrt(dim))");
 }
 
+}  // namespace
+
 Layout parse_layout(const std::string& name) {
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
   return lower == "bshd" ? Layout::BSHD : Layout::BHSD;
 }
+
+namespace {
 
 Impl parse_impl(const std::string& name) {
   if (name == "exercise") return Impl::exercise;
@@ -182,6 +186,8 @@ const Kernel& lookup_kernel(int module, Impl impl) {
   return *k;
 }
 
+}  // namespace
+
 // Shape flags override the defaults; a CPU module (or any module in the CPU emulation) gets a
 // smaller default shape.
 Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
@@ -194,6 +200,8 @@ Problem shape_from_options(const ShapeOptions& s, bool cpu_module) {
   p.scale = s.scale;
   return p;
 }
+
+namespace {
 
 // Refuses problems whose buffers cannot fit on the device, before any allocation.
 void require_memory(const Problem& p, const Kernel& k) {
@@ -235,6 +243,8 @@ Dims dims_from_npy(const NpyArray& a, const std::string& path, Layout layout) {
                   ", expected [batch, heads, seq, dim] (rank 4, 3 or 2)");
 }
 
+}  // namespace
+
 Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& out_shape) {
   const Layout layout = parse_layout(o.shape.layout);
   NpyArray q = read_npy(o.q_path), k = read_npy(o.k_path), v = read_npy(o.v_path);
@@ -273,8 +283,6 @@ Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& 
   out_shape = q.shape;
   return p;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Timing and printing, shared with the inference path (cli_inference.cpp).
@@ -361,8 +369,11 @@ Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
   const Kernel& kernel = lookup_kernel(o.module, parse_impl(o.impl));
+  check_modifier_flags(o.given, kernel);
   check_flags_for_module(o, kernel);
   if (kernel.inference) return cmd_run_inference(o, kernel, out);
+  // The modifier module with a modifier flag; without one it runs plain problems below.
+  if (any_modifier_flag(o.given)) return cmd_run_modified(o, kernel, out);
   // The type before the GPU: running module 03 in bf16 is wrong on any machine.
   const DType dtype = dtype_for(kernel, o.dtype);
   if (Status s = supports_dtype(kernel, dtype); !s) throw UserError(s.message());
@@ -547,8 +558,8 @@ json::Object bench_dense(const Kernel& kernel, const Problem& p, const BenchOpti
   json::Object row = bench_row(kernel);
   row.add("batch", p.batch).add("heads", p.heads).add("kv_heads", p.kv_heads)
       .add("seq_q", p.seq_q).add("seq_k", p.seq_k).add("head_dim", p.head_dim)
-      .add("causal", p.causal).add("dtype", dtype_name(p.dtype)).add("status", status)
-      .add("check", check).add("median_ms", t.median_ms).add("min_ms", t.min_ms)
+      .add("causal", p.causal).add("dtype", dtype_name(p.dtype)).add("modifiers", "none")
+      .add("status", status).add("check", check).add("median_ms", t.median_ms).add("min_ms", t.min_ms)
       .add("iterations", t.iterations).add("flops", attention_flops(p))
       .add("tflops", tflops).add("gbs", gbs)
       .add("bytes_fused", attention_bytes_fused(p))
@@ -596,6 +607,17 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
       any_inference ? decode_bench_shapes(o, DType::bf16) : std::vector<PagedProblem>{};
 
   std::vector<Problem> shapes = bench_shapes(o.preset);
+  if (o.causal) {
+    // Every shape with the causal mask; a shape the preset has both ways is kept once.
+    std::vector<Problem> causal;
+    for (Problem p : shapes) {
+      p.causal = true;
+      if (std::none_of(causal.begin(), causal.end(),
+                       [&](const Problem& c) { return c.describe() == p.describe(); }))
+        causal.push_back(p);
+    }
+    shapes = std::move(causal);
+  }
   if (o.kv_heads)
     for (Problem& p : shapes) {
       p = Problem::make(p.batch, p.heads, p.seq_q, p.seq_k, p.head_dim, p.causal, Layout::BHSD,
@@ -604,6 +626,31 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
         throw UserError("--kv-heads " + std::to_string(*o.kv_heads) + " on preset '" + o.preset +
                         "' (" + p.describe() + "): " + s.message());
     }
+
+  // Module 12's modifiers apply to every dense shape of the modules that have them; the other
+  // modules run the plain shapes beside them (their rows say "modifiers": "none").
+  const ModifierSpec modifiers =
+      any_modifier_flag(o.given) ? modifier_spec(o.modifiers, o.given) : ModifierSpec{};
+  if (modifiers.any()) {
+    const auto with_modifiers = [](const auto& run) { return run.first->modifiers != nullptr; };
+    if (std::none_of(runs.begin(), runs.end(), with_modifiers))
+      throw UserError(first_modifier_flag(o.given) + " needs " + modifier_module() +
+                      " (modifiers); none of the modules benchmarked here has them");
+    for (const auto& [kernel, dtype] : runs) {
+      if (!kernel->modifiers) {
+        out << "note: module " << fmt("%02.0f", kernel->module)
+            << " has no modifiers: it runs the plain shapes (\"modifiers\": \"none\")\n";
+        continue;
+      }
+      for (Problem p : shapes) {
+        p.dtype = dtype;
+        if (Status s = validate(p, modifiers); !s)
+          throw UserError(s.message() + " (shape " + p.describe() + " of preset '" + o.preset +
+                          "'" + (p.causal ? "" : "; attn bench --causal runs every shape with "
+                                                 "the causal mask") + ")");
+      }
+    }
+  }
 
   if (cuda_device_count() == 0) throw UserError(no_device_reason() + ": the benchmark needs a GPU");
   const DeviceInfo dev = query_device();
@@ -623,12 +670,15 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
     }
     for (Problem p : shapes) {
       p.dtype = dtype;  // the presets' shapes are the same for every type
-      rows.push_back(bench_dense(kernel, p, o, out));
+      rows.push_back(kernel.modifiers && modifiers.any()
+                         ? bench_modified(kernel, p, modifiers, o, out)
+                         : bench_dense(kernel, p, o, out));
     }
   }
   json::Document doc("attn-bench/1");
   doc.field("created", "\"" + json::utc_now() + "\"")
       .field("preset", "\"" + json::escape(o.preset) + "\"")
+      .field("modifiers", "\"" + json::escape(modifiers.describe()) + "\"")
       .field("device", json::device(dev).add("measured_copy_gbs", copy_gbs))
       .list("results", rows);
   if (Status s = doc.write(o.out_path); !s) throw UserError(s.message());
@@ -707,6 +757,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run_cmd->add_option("--v", run.v_path, "V from a float32 .npy file, K's shape");
   run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
   add_inference_options(run_cmd, run.inference, true);
+  add_modifier_options(run_cmd, run.modifiers, true);
 
   app.add_subcommand("list", "list the modules");
   app.add_subcommand("info", "show the GPU and its ceilings");
@@ -731,6 +782,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench_cmd->add_option("--batch", bench.batch,
                         "inference modules: the number of --random-seqlens lengths (default 8)")
       ->check(kAtLeastOne);
+  bench_cmd->add_flag("--causal", bench.causal,
+                      "every dense shape of the preset with the causal mask (ladder: its causal "
+                      "half)");
+  add_modifier_options(bench_cmd, bench.modifiers, false);
 
   const auto& subs = app.get_subcommands({});
   if (!args.empty() && args[0][0] != '-' &&

@@ -1,7 +1,8 @@
-// The pieces of the `attn` command line that its two halves share: the dense path (cli.cpp:
-// parsing, `attn run` on a Problem, `attn bench`, list, info) and the inference path of
-// module 10 (cli_inference.cpp: decode over a paged KV cache, packed prefill). Not an
-// interface for anything else: run_cli (common/cli.h) is.
+// The pieces of the `attn` command line that its parts share: the dense path (cli.cpp:
+// parsing, `attn run` on a Problem, `attn bench`, list, info), the inference path of module 10
+// (cli_inference.cpp: decode over a paged KV cache, packed prefill) and the modifier path of
+// module 12 (cli_modifiers.cpp: score modifiers, masks, RoPE). Not an interface for anything
+// else: run_cli (common/cli.h) is.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,11 +16,17 @@
 #include <vector>
 
 #include "common/bench_json.h"
+#include "common/modifiers.h"
 #include "common/paged.h"
 #include "common/problem.h"
 #include "common/registry.h"
+#include "common/runner.h"
 #include "common/status.h"
 #include "common/timing.h"
+
+namespace CLI {
+class App;
+}
 
 namespace attn::cli {
 
@@ -55,11 +62,27 @@ struct InferenceOptions {
   std::string k_cache_path, v_cache_path, block_table_path;
 };
 
+// The flags of the modifier module (module 12): one score modifier, masks, RoPE. What each
+// means: add_modifier_options in cli_modifiers.cpp.
+struct ModifierOptions {
+  bool alibi = false, random_bias = false, relative = false, rel_causal = false;
+  std::string bias_path;             // --bias FILE.npy [B|1, H|1, seq_q, seq_k]
+  std::string bias_broadcast = "batch";  // --random-bias: none | batch | heads | both
+  float softcap = 0.0f;
+  int rel_buckets = 32, rel_max_distance = 128;
+  int window = 0, prefix = 0;
+  std::optional<int> documents;      // --documents N: N random documents per batch entry
+  std::string segments_path, segments_k_path;  // --segments / --segments-k FILE.npy
+  std::string rope;                  // interleaved | half
+  double rope_base = 10000.0;
+};
+
 struct RunOptions {
   int module = -1;
   std::string impl = "solution";
   ShapeOptions shape;
   InferenceOptions inference;
+  ModifierOptions modifiers;
   std::string dtype;  // --dtype as typed; empty: the module's native type
   bool verify = false, time = false;
   int warmup = 5, iters = 20;
@@ -79,11 +102,22 @@ struct BenchOptions {
   double max_seconds = 2.0;  // per shape: fewer iterations for very slow kernels
   std::optional<int> batch;      // sequences of --random-seqlens
   InferenceOptions inference;    // lengths and paging of the decode shapes
+  bool causal = false;           // every preset shape with the causal mask
+  ModifierOptions modifiers;     // module 12's modifiers, on every shape
   std::vector<std::string> given;
 };
 
 // Whether `flag` ("--layout") was on the command line.
 bool given(const std::vector<std::string>& flags, const std::string& flag);
+
+// ---- Problems from flags and files (cli.cpp) ---------------------------------------------------
+
+Layout parse_layout(const std::string& name);
+// The shape flags over the defaults (a smaller default for a CPU module or the CPU emulation).
+Problem shape_from_options(const ShapeOptions& s, bool cpu_module);
+// The Problem of --q, --k, --v (.npy files, checked against the shape flags); `in` gets their
+// values, `out_shape` Q's shape (the shape of --out).
+Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& out_shape);
 
 // ---- Checks before any work --------------------------------------------------------------------
 
@@ -145,5 +179,27 @@ std::vector<PagedProblem> decode_bench_shapes(const BenchOptions& o, DType dtype
 // Checks (when the CPU reference is affordable), times and prints one decode shape.
 json::Object bench_decode(const Kernel& kernel, const PagedProblem& p, const BenchOptions& o,
                           std::ostream& out);
+
+// ---- The modifier path (cli_modifiers.cpp) ------------------------------------------------------
+
+// Module 12's flags on `cmd`; `run` adds those that read files (--bias, --segments,
+// --segments-k), which a sweep of many shapes cannot take.
+void add_modifier_options(CLI::App* cmd, ModifierOptions& o, bool run);
+// "module 12": the registered module with the modifier entry point, as messages name it.
+std::string modifier_module();
+// The first of module 12's flags among `given` ("--alibi"), or "" when there is none.
+std::string first_modifier_flag(const std::vector<std::string>& given);
+bool any_modifier_flag(const std::vector<std::string>& given);
+// Refuses, in one line, module 12's flags with a module that has no modifier entry point:
+// "--alibi needs module 12 (modifiers); module 07 runs plain attention".
+void check_modifier_flags(const std::vector<std::string>& given, const Kernel& kernel);
+// The ModifierSpec the flags ask for; one line on a combination that makes no sense (two score
+// modifiers, --rel-buckets without --relative, ...). Values are checked later by validate().
+ModifierSpec modifier_spec(const ModifierOptions& o, const std::vector<std::string>& given);
+// `attn run` on the modifier module with at least one modifier flag.
+int cmd_run_modified(const RunOptions& o, const Kernel& kernel, std::ostream& out);
+// Checks (when the CPU reference is affordable), times and prints one shape with modifiers.
+json::Object bench_modified(const Kernel& kernel, const Problem& p, const ModifierSpec& m,
+                            const BenchOptions& o, std::ostream& out);
 
 }  // namespace attn::cli

@@ -6,6 +6,8 @@
 #include <regex>
 #include <sstream>
 
+#include "common/half.h"
+
 namespace attn {
 
 // Format (numpy.lib.format): 6-byte magic "\x93NUMPY", 1-byte major and minor version, the
@@ -107,6 +109,28 @@ NpyArray read_npy(const std::string& path) {
   return array;
 }
 
+NpyArray read_npy_f32_or_f16(const std::string& path) {
+  {
+    NpyHeader h = open_npy(path);
+    if (descr_is(h.descr, "<f2")) {
+      std::vector<uint16_t> bits(size_t(h.count));
+      read_data(h, bits.data(), 2, "float16", path);
+      NpyArray array;
+      array.shape = h.shape;
+      array.data.reserve(bits.size());
+      for (uint16_t b : bits) array.data.push_back(half_detail::f16_to_float(b));  // exact
+      return array;
+    }
+    if (!descr_is(h.descr, "<f4")) {
+      const std::string hint = descr_is(h.descr, "<f8") ? " (float64)" : "";
+      throw NpyError(path + ": dtype " + h.descr + hint +
+                     ", expected float32 '<f4' or float16 '<f2': save it with "
+                     "a.astype(np.float32)");
+    }
+  }
+  return read_npy(path);
+}
+
 NpyIntArray read_npy_int32(const std::string& path) {
   NpyHeader h = open_npy(path);
   NpyIntArray array;
@@ -169,6 +193,12 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape,
 void write_npy_int32(const std::string& path, const std::vector<int64_t>& shape,
                      const std::vector<int32_t>& data) {
   write_npy_bytes(path, "<i4", shape, data.data(), data.size(), 4);
+}
+
+void write_npy_f16(const std::string& path, const std::vector<int64_t>& shape,
+                   const std::vector<float>& data) {
+  const std::vector<uint16_t> bits = to_bits16(data, DType::f16);
+  write_npy_bytes(path, "<f2", shape, bits.data(), bits.size(), 2);
 }
 
 }  // namespace attn
