@@ -25,6 +25,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return exp2f(x);
 #endif
 }
+
+// tanh(x) on the special-function unit: one MUFU.TANH (sm_75+), relative error at most ~2^-11
+// (PTX ISA, tanh.approx.f32). tanhf is a longer sequence of exp and division; module 12's
+// soft-capping calls this once per score, where the softmax's own exp2 already keeps the unit
+// busy.
+__device__ __forceinline__ float fast_tanh(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return tanhf(x);
+#endif
+}
 #endif
 
 }  // namespace attn::device

@@ -31,23 +31,28 @@
 
 namespace attn::m12 {
 
-// Fills g_rope_turns for (base, head_dim) when they differ from the last launch's. The
+// Fills g_rope for (base, head_dim, row step) when they differ from the last launch's. The
 // frequencies come from Steps::rope_frequency in double; hi + lo holds each to ~2^-48.
 template <class Steps>
-Status set_rope_turns(double base, int head_dim, cudaStream_t stream) {
+Status set_rope_table(double base, int head_dim, int row_step, cudaStream_t stream) {
   static double last_base = 0.0;
-  static int last_head_dim = 0;
-  if (base == last_base && head_dim == last_head_dim) return Status::ok();
-  float2 turns[kMaxRopeFrequencies] = {};
+  static int last_head_dim = 0, last_row_step = 0;
+  if (base == last_base && head_dim == last_head_dim && row_step == last_row_step)
+    return Status::ok();
+  float4 table[kMaxRopeFrequencies] = {};
   for (int m = 0; m < head_dim / 2; ++m) {
-    const double f = Steps::rope_frequency(m, head_dim, base) / (2.0 * M_PI);
-    turns[m].x = float(f);
-    turns[m].y = float(f - double(turns[m].x));
+    const double theta = Steps::rope_frequency(m, head_dim, base);
+    const double turns = theta / (2.0 * M_PI);
+    table[m].x = float(turns);
+    table[m].y = float(turns - double(table[m].x));
+    table[m].z = float(std::cos(row_step * theta));
+    table[m].w = float(std::sin(row_step * theta));
   }
-  ATTN_CUDA_RETURN(cudaMemcpyToSymbolAsync(g_rope_turns, turns, sizeof(turns), 0,
+  ATTN_CUDA_RETURN(cudaMemcpyToSymbolAsync(g_rope, table, sizeof(table), 0,
                                            cudaMemcpyHostToDevice, stream));
   last_base = base;
   last_head_dim = head_dim;
+  last_row_step = row_step;
   return Status::ok();
 }
 
@@ -130,10 +135,13 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
                t.bias_batch_stride % 8 == 0 && t.bias_head_stride % 8 == 0;
   a.rel_bias = t.rel_bias;
   a.rope = m.rope;
-  if (m.rope != RopeStyle::none)
-    if (Status s = set_rope_turns<Steps>(m.rope_base, p.head_dim, stream); !s) return s;
+  a.inv_softcap = m.softcap > 0 ? 1.0f / m.softcap : 0.0f;
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
+    if (m.rope != RopeStyle::none) {  // the rows a thread rotates are kThreads / (D / 8) apart
+      const int row_step = C::kThreads / (C::D / 8);
+      if (Status s = set_rope_table<Steps>(m.rope_base, p.head_dim, row_step, stream); !s) return s;
+    }
     if (p.dtype == DType::bf16)
       return launch_for_score<Steps, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream);
     return launch_for_score<Steps, __half, C>(p, m, a, q, k, v, o, stream);

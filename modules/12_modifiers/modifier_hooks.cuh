@@ -53,7 +53,7 @@ struct Args {
   const int32_t* seg_q = nullptr;  // [batch][seq_q], nondecreasing
   const int32_t* seg_k = nullptr;  // [batch][seq_k]
   float scale = 1.0f;              // p.softmax_scale()
-  float softcap = 0.0f;
+  float softcap = 0.0f, inv_softcap = 0.0f;
   const uint16_t* bias = nullptr;  // p.dtype bits
   int64_t bias_batch_stride = 0, bias_head_stride = 0;
   int bias_vec = 0;  // rows of the bias move in 16-byte pieces (seq_k % 8 == 0, aligned)
@@ -61,12 +61,14 @@ struct Args {
   RopeStyle rope = RopeStyle::none;
 };
 
-// RoPE's frequencies, base^(-2m / head_dim) / (2 pi) turns per position, as a float pair
-// (hi, lo) whose sum holds the double: the angle of position 16000 must be right to ~1e-6
-// turns, more than one float's 24 bits give at that size. Set on the host before a launch
-// (set_rope_turns in entry_points.cuh); one table per program that includes this file.
+// RoPE's table, per frequency m: x, y = base^(-2m / head_dim) / (2 pi) turns per position as
+// a float pair (hi, lo) whose sum holds the double (the angle of position 16000 must be right
+// to ~1e-6 turns, more than one float's 24 bits give at that size); z, w = cos and sin of the
+// angle between two rows a thread rotates (kRowStep positions apart), to step from one row to
+// the next with four FMAs instead of two MUFU instructions. Set on the host before a launch
+// (set_rope_table in entry_points.cuh); one table per program that includes this file.
 constexpr int kMaxRopeFrequencies = 64;  // head_dim / 2
-static __device__ float2 g_rope_turns[kMaxRopeFrequencies];
+static __device__ float4 g_rope[kMaxRopeFrequencies];
 
 template <class T>
 __device__ __forceinline__ float bits_to_float(uint16_t x) {
@@ -82,8 +84,7 @@ __device__ __forceinline__ uint16_t float_to_bits(float x) {
 // cos and sin of turns * 2 pi, turns = pos * (hi + lo): the whole turns are removed in float
 // with one rounding (fmaf of the exact product), so what reaches __sincosf is within half a
 // turn, where its error is ~2^-21.
-__device__ __forceinline__ void rope_cos_sin(int pos, int m, float& c, float& s) {
-  const float2 f = g_rope_turns[m];
+__device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float& s) {
   const float x = float(pos);  // exact below 2^24
   const float whole = rintf(x * f.x);
   const float turns = fmaf(x, f.x, -whole) + x * f.y;
@@ -221,7 +222,8 @@ struct Hooks {
           const int j = key_lane + 8 * n + e;
           float x = s[n][2 * r + e] * a.scale;
           if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
-          if constexpr (kScore == ScoreMod::softcap) x = Steps::softcap(x, a.softcap);
+          if constexpr (kScore == ScoreMod::softcap)
+            x = Steps::softcap(x, a.softcap, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
             x += bits_to_float<T>(uint16_t(bias_pair >> (16 * e)));
           if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
@@ -265,7 +267,9 @@ struct Hooks {
   // RoPE on the rows of a Q or K tile that this thread copied (module 07's load_tile: chunk
   // threadIdx % (D/8) of rows threadIdx / (D/8) + n * kRowStep), in place. Row r of the tile
   // is at position pos_first + r (+ seq_k - seq_q for Q). The half-split pairs a chunk with
-  // another lane's chunk of the same row: all lanes read, __syncwarp, then write.
+  // another lane's chunk of the same row: all lanes read, __syncwarp, then write. The angles
+  // of the first row come from sincos; each next row's from the previous one turned by
+  // kRowStep positions (the table's step): the special-function unit is the softmax's.
   template <class C, int kRows>
   static __device__ __forceinline__ void rotate(const Args& a, const Problem& p, uint16_t* tile,
                                                 int pos_first, bool is_q) {
@@ -275,6 +279,13 @@ struct Hooks {
     const int pos0 = pos_first + r0 + (is_q ? p.seq_k - p.seq_q : 0);
     const bool mine = c * 8 < p.head_dim;
     const int pc = mine ? Steps::rope_pair(a.rope, 8 * c, p.head_dim).partner / 8 : c;
+    float cs[8], sn[8], step_c[8], step_s[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float4 f = g_rope[mine ? Steps::rope_pair(a.rope, 8 * c + e, p.head_dim).m : 0];
+      rope_cos_sin(pos0, f, cs[e], sn[e]);
+      step_c[e] = f.z, step_s[e] = f.w;
+    }
     __syncwarp();  // the partner lanes' own copies have landed (their waits came first)
 #pragma unroll 1
     for (int n = 0; n < kRows / kRowStep; ++n) {
@@ -284,7 +295,6 @@ struct Hooks {
       const uint4 other =
           *reinterpret_cast<const uint4*>(tile + m07::chunk_offset<C::D, C::kSwizzle>(r, pc));
       __syncwarp();  // every lane has read its partner's chunk before any lane writes
-      if (!mine) continue;
       const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
       const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
       uint16_t out[8];
@@ -295,11 +305,13 @@ struct Hooks {
         // one (interleaved): two constant indices keep x and y in registers.
         const float self = bits_to_float<T>(x[e]);
         const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
-        float cs, sn;
-        rope_cos_sin(pos0 + n * kRowStep, pr.m, cs, sn);
-        out[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+        out[e] = float_to_bits<T>(pr.first ? self * cs[e] - mate * sn[e]
+                                           : mate * sn[e] + self * cs[e]);
+        const float next_c = cs[e] * step_c[e] - sn[e] * step_s[e];
+        sn[e] = sn[e] * step_c[e] + cs[e] * step_s[e];
+        cs[e] = next_c;
       }
-      *reinterpret_cast<uint4*>(own_ptr) = *reinterpret_cast<const uint4*>(out);
+      if (mine) *reinterpret_cast<uint4*>(own_ptr) = *reinterpret_cast<const uint4*>(out);
     }
   }
 };
