@@ -637,11 +637,7 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
       throw UserError(first_modifier_flag(o.given) + " needs " + modifier_module() +
                       " (modifiers); none of the modules benchmarked here has them");
     for (const auto& [kernel, dtype] : runs) {
-      if (!kernel->modifiers) {
-        out << "note: module " << fmt("%02.0f", kernel->module)
-            << " has no modifiers: it runs the plain shapes (\"modifiers\": \"none\")\n";
-        continue;
-      }
+      if (!kernel->modifiers) continue;
       for (Problem p : shapes) {
         p.dtype = dtype;
         if (Status s = validate(p, modifiers); !s)
@@ -650,6 +646,10 @@ int cmd_bench(const BenchOptions& o, std::ostream& out) {
                                                  "the causal mask") + ")");
       }
     }
+    for (const auto& [kernel, dtype] : runs)
+      if (!kernel->modifiers)
+        out << "note: module " << fmt("%02.0f", kernel->module)
+            << " has no modifiers: it runs the plain shapes (\"modifiers\": \"none\")\n";
   }
 
   if (cuda_device_count() == 0) throw UserError(no_device_reason() + ": the benchmark needs a GPU");

@@ -13,6 +13,10 @@ Element types: each row's "dtype" ("f32", "f16", "bf16"; rows without one, writt
 dtypes, every (kernel, dtype) pair is its own series, labelled "kernel (bf16)": a bf16 run is
 never joined to an fp32 run of the same kernel on one curve. With one dtype the labels are the
 kernel names alone (and for f32 the plots are what they were before dtypes existed).
+
+Modifiers: a row of module 12 run with score modifiers or masks (`attn bench --window 1024
+--causal`) names them in "modifiers" ("window=1024"); its series is labelled
+"kernel [window=1024]", apart from the plain rows ("modifiers": "none", or no such field).
 """
 import argparse
 import json
@@ -104,6 +108,7 @@ DISPLAY_NAMES = {
     "07_tensor_cores": "07 tensor cores",
     "08_cute": "08 CuTe (the 07 kernel with layouts)",
     "09_hopper": "09 Hopper: wgmma, TMA, warp specialization",
+    "12_modifiers": "12 modifiers",
     "torch_sdpa_efficient": "PyTorch SDPA, memory-efficient",
     "torch_sdpa_flash": "PyTorch SDPA, FlashAttention-2 backend",
     "torch_sdpa_math": "PyTorch SDPA, math backend",
@@ -119,11 +124,15 @@ LINESTYLES = ["-", "--", "-.", ":"]
 
 def display_name(series):
     """The legend label of a series: "03_online_softmax/solution" -> "03 online softmax";
-    another impl is named ("... (exercise)"); a dtype suffix (" (bf16)") is kept."""
+    another impl is named ("... (exercise)"); a dtype suffix (" (bf16)") and a modifiers
+    suffix (" [window=1024]") are kept."""
     base, suffix = series, ""
-    if series.endswith(")") and " (" in series:
-        cut = series.rindex(" (")
+    if series.endswith("]") and " [" in series:
+        cut = series.rindex(" [")
         base, suffix = series[:cut], series[cut:]
+    if base.endswith(")") and " (" in base:
+        cut = base.rindex(" (")
+        base, suffix = base[:cut], base[cut:] + suffix
     kernel, _, impl = base.partition("/")
     if kernel not in DISPLAY_NAMES:
         return series
@@ -147,12 +156,21 @@ def dtypes_of(rows):
     return sorted(found, key=lambda d: (DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 9, d))
 
 
+def row_modifiers(row):
+    """Module 12's modifiers of a row ("window=1024"), or "" for a plain row."""
+    modifiers = row.get("modifiers") or "none"
+    return "" if modifiers == "none" else modifiers
+
+
 def label_series(rows):
     """Give each row its series label: the kernel name, plus " (dtype)" when the rows mix
-    dtypes, so that runs of one kernel in two dtypes are two series."""
+    dtypes, so that runs of one kernel in two dtypes are two series, plus " [modifiers]" for a
+    row with modifiers, so that a masked run is never joined to a plain one."""
     mixed = len(dtypes_of(rows)) > 1
     for row in rows:
-        row["series"] = f"{row['kernel']} ({row_dtype(row)})" if mixed else row["kernel"]
+        series = f"{row['kernel']} ({row_dtype(row)})" if mixed else row["kernel"]
+        modifiers = row_modifiers(row)
+        row["series"] = f"{series} [{modifiers}]" if modifiers else series
     return rows
 
 

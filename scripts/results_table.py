@@ -10,7 +10,9 @@ last), columns are sequence lengths. Only rows with status "ok" are used.
 Element types: rows carry "dtype" ("f32", "f16", "bf16"; none means f32, PyTorch rows'
 "float32" is f32 too). When the files mix dtypes, each (kernel, dtype) pair is its own table
 row, labelled "kernel (bf16)", so an fp32 and a bf16 run of one kernel never share a row.
-With one dtype the rows are labelled by kernel alone, as before dtypes existed.
+With one dtype the rows are labelled by kernel alone, as before dtypes existed. A row of
+module 12 run with modifiers ("modifiers": "window=1024") is its own table row too, labelled
+"kernel [window=1024]".
 
 Module 10's files are recognised by their schema and get tables of their own:
 bench_10's JSON ("attn-decode-bench/1") and scripts/compare_torch_decode.py's
@@ -132,6 +134,9 @@ def main(paths):
     for r in rows:
         dtype = row_dtype(r)
         label = f"{r['kernel']} ({dtype})" if mixed else r["kernel"]
+        modifiers = r.get("modifiers") or "none"
+        if modifiers != "none":
+            label += f" [{modifiers}]"
         groups[(r["head_dim"], r["causal"])][(label, r["seq_q"])] = r
         sort_keys[label] = order(r["kernel"], r.get("module"), dtype)
     for (dim, causal), cells in sorted(groups.items()):

@@ -765,3 +765,31 @@ TEST_CASE("attn bench on an inference module: decode flags checked before the GP
     expect_one_line_error(attn_cli(args), 1, "the benchmark needs a GPU");
   }
 }
+
+TEST_CASE("attn run / bench: module 12's flags, checked before any device work") {
+  // On a module without the modifier entry point: one line that names module 12.
+  expect_one_line_error(attn_cli({"run", "-m", "7", "--alibi"}), 1,
+                        "--alibi needs module 12 (modifiers); module 07 runs plain attention");
+  expect_one_line_error(attn_cli({"run", "-m", "0", "--causal", "--window", "8"}), 1,
+                        "--window needs module 12 (modifiers); module 00 runs plain attention");
+  expect_one_line_error(attn_cli({"run", "-m", "10", "--seqlens-k", "5", "--rope", "half"}), 1,
+                        "--rope needs module 12 (modifiers); module 10 runs decode and prefill "
+                        "without them");
+  // Module 12's own rules, before it looks for a GPU.
+  expect_one_line_error(attn_cli({"run", "-m", "12", "--window", "64"}), 1,
+                        "--window needs --causal: the window is the last 64 keys up to the "
+                        "query's position");
+  expect_one_line_error(attn_cli({"run", "-m", "12", "--rope", "half", "--dim", "40"}), 1,
+                        "--rope half needs head_dim % 16 == 0");
+  expect_one_line_error(attn_cli({"run", "-m", "12", "--alibi", "--relative"}), 1,
+                        "--alibi and --relative are both score modifiers: module 12 applies one "
+                        "at a time");
+  expect_one_line_error(attn_cli({"run", "-m", "12", "--alibi", "--dtype", "f32"}), 1,
+                        "module 12 takes f16 or bf16");
+  expect_one_line_error(attn_cli({"bench", "--modules", "7", "--alibi"}), 1,
+                        "--alibi needs module 12 (modifiers); none of the modules benchmarked "
+                        "here has them");
+  const Result r = attn_cli({"bench", "--modules", "7,12", "--window", "1024"});
+  expect_one_line_error(r, 1, "--window needs --causal");
+  CHECK(r.out.empty());  // the error comes before any note
+}

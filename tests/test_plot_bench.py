@@ -224,6 +224,44 @@ class PlotBenchTest(unittest.TestCase):
         self.assertEqual(plot.kernel_order(bf16), ["07_tensor_cores/solution", "torch_sdpa_flash"])
         self.assertEqual(plot.dtype_note(bf16), " (bf16)")
 
+    def test_modifier_rows_are_their_own_series(self):
+        # `attn bench --modules 7,12 --causal --window 1024`: module 07's plain rows and module
+        # 12's windowed rows; a plain module 12 run in another file stays a third series.
+        plot = load_script("plot_bench")
+        rows = []
+        for seq in SEQS:
+            for kernel, module, modifiers in (("07_tensor_cores/solution", 7, "none"),
+                                              ("12_modifiers/solution", 12, "window=1024"),
+                                              ("12_modifiers/solution", 12, None)):
+                row = dict(bench_row(kernel, module, seq, 64, 1.0), dtype="bf16", causal=True)
+                if modifiers is not None:
+                    row["modifiers"] = modifiers
+                rows.append(row)
+        rows = plot.label_series(rows)
+        self.assertEqual(plot.kernel_order(rows), [
+            "07_tensor_cores/solution", "12_modifiers/solution",
+            "12_modifiers/solution [window=1024]"])
+        series = plot.group_rows(rows)[(64, True)]
+        for label, by_seq in series.items():
+            self.assertEqual(sorted(by_seq), list(SEQS), label)
+            self.assertEqual({plot.row_modifiers(r) for r in by_seq.values()},
+                             {"window=1024" if "[" in label else ""}, label)
+        self.assertEqual(plot.display_name("12_modifiers/solution [window=1024]"),
+                         "12 modifiers [window=1024]")
+        self.assertEqual(plot.display_name("12_modifiers/exercise (f16) [alibi]"),
+                         "12 modifiers (exercise) (f16) [alibi]")
+        path = self.write("modifiers.json", bench_doc(rows))
+        r = self.run_script(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # The results table keeps them apart the same way.
+        r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "results_table.py"), path],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        labels = [line.split("|")[1].strip() for line in r.stdout.splitlines()
+                  if line.startswith("| ") and not line.startswith("| kernel")]
+        self.assertEqual(labels, ["07_tensor_cores/solution", "12_modifiers/solution",
+                                  "12_modifiers/solution [window=1024]"])
+
     def test_decode_rows_are_left_out(self):
         # Module 10's decode rows (one length per sequence, "problem": "decode") are no point of
         # a dense sweep: the plots keep the dense rows and say nothing of the decode ones.
