@@ -274,7 +274,7 @@ ModifierInputs random_modifier_inputs(const Problem& p, const ModifierSpec& m, u
     Rng rng(base + 2);
     in.seg_k.resize(size_t(p.batch) * p.seq_k);
     in.seg_q.resize(size_t(p.batch) * p.seq_q);
-    const int cuts = std::clamp(documents_per_row - 1, 0, p.seq_k - 1);
+    const int cuts = std::max(0, std::min(documents_per_row - 1, p.seq_k - 1));
     std::vector<int> positions(size_t(std::max(p.seq_k - 1, 0)));
     for (int b = 0; b < p.batch; ++b) {
       std::iota(positions.begin(), positions.end(), 1);

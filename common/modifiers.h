@@ -23,7 +23,7 @@
 //   window    j > i' - window  (with causal: a sliding window of `window` keys ending at i',
 //             as Mistral's; needs p.causal)
 //   documents seg_q[b][i] == seg_k[b][j]  (packed documents never see each other; segment
-//             ids are int32 [batch][seq_q] and [batch][seq_k])
+//             ids are int32 [batch][seq_q] and [batch][seq_k], never decreasing along a row)
 // RoPE (ModifierSpec::rope), applied to q at position i' and to k at position j before the
 // product: the pair (x_a, x_b) of frequency m (0 <= m < head_dim / 2) at position pos turns by
 // the angle pos * base^(-2m / head_dim):
@@ -69,7 +69,11 @@ struct ModifierSpec {
     return score != ScoreMod::none || prefix > 0 || window > 0 || documents ||
            rope != RopeStyle::none;
   }
-  // "alibi window=1024 rope=half"; "none" when nothing is on.
+  // "alibi window=1024 rope=half"; "none" when nothing is on. The words, in this order: the
+  // score modifier (alibi, bias[B,H] with 1 for a shared axis, softcap=50,
+  // relative=32/128 with /unidirectional when one-way), prefix=P, window=W, documents,
+  // rope=interleaved|half and rope_base=B when it is not 10000. The CLI prints it and the
+  // bench JSON records it per row ("modifiers").
   std::string describe() const;
 };
 
