@@ -350,6 +350,38 @@ TEST_CASE("bias broadcast: a [1, 1] bias equals the same values copied to [batch
   CHECK(max_abs_difference(modified(p, per_head, heads, in), modified(p, full, heads_copied, in)) < 1e-12);
 }
 
+TEST_CASE("bias [batch, heads]: head (b, h) adds its own plane, as a one-head problem does") {
+  const int batch = 2, heads = 3, seq_q = 6, seq_k = 10, d = 8;
+  Problem p = Problem::make(batch, heads, seq_q, seq_k, d, true);
+  p.dtype = DType::bf16;
+  const Inputs in = strong_inputs(p, 22);
+  ModifierSpec m;
+  m.score = ScoreMod::bias;
+  m.bias_per_batch = m.bias_per_head = true;
+  const ModifierInputs mi = random_modifier_inputs(p, m, 23);
+  const std::vector<double> o = modified(p, m, mi, in);
+  const int64_t plane = int64_t(seq_q) * seq_k;
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < heads; ++h) {
+      Problem one = Problem::make(1, 1, seq_q, seq_k, d, true);
+      one.dtype = DType::bf16;
+      Inputs alone;
+      alone.q = rows_of(in.q, heads, seq_q, d, b, h, 0, seq_q);
+      alone.k = rows_of(in.k, heads, seq_k, d, b, h, 0, seq_k);
+      alone.v = rows_of(in.v, heads, seq_k, d, b, h, 0, seq_k);
+      ModifierInputs its_plane;
+      const auto first = mi.bias.begin() + (int64_t(b) * heads + h) * plane;
+      its_plane.bias.assign(first, first + plane);
+      ModifierSpec one_head = m;
+      one_head.bias_per_batch = false;
+      const std::vector<double> want = modified(one, one_head, its_plane, alone);
+      for (int i = 0; i < seq_q; ++i)
+        for (int c = 0; c < d; ++c)
+          REQUIRE(o[size_t(Problem::offset(p.o, b, h, i) + c)] ==
+                  doctest::Approx(want[size_t(i) * d + c]).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("T5 buckets: hand-derived values") {
   // Bidirectional, 32 buckets, max distance 128: 16 per direction, 8 exact. A key n positions
   // before the query (rel = -n): bucket n below 8, else 8 + floor(log(n/8) / log(16) * 8):
@@ -378,6 +410,11 @@ TEST_CASE("T5 buckets: hand-derived values") {
   CHECK(t5_bucket(-5, true, 8, 20) == 2);
   CHECK(t5_bucket(-7, true, 8, 20) == 3);
   CHECK(t5_bucket(7, true, 8, 20) == 7);
+  // A boundary where the exact value is whole: 20 buckets both ways, max 160 (10 per
+  // direction, 5 exact), n = 20: 5 + floor(log 4 / log 32 * 5) = 5 + floor(2 ln 2 / (5 ln 2)
+  // * 5) = 5 + 2 = 7. In double the quotient is 1.9999999999999998; the bucket is still 7.
+  CHECK(t5_bucket(-20, true, 20, 160) == 7);
+  CHECK(t5_bucket(-19, true, 20, 160) == 6);
 }
 
 TEST_CASE("relative: the distance table holds the T5 table entry of each distance") {
