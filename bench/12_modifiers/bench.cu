@@ -29,7 +29,9 @@
 #include "common/runner.h"
 #include "common/timing.h"
 #include "modules/07_tensor_cores/tensor_cores.h"
+#include "modules/12_modifiers/entry_points.cuh"
 #include "modules/12_modifiers/modifier_attention.h"
+#include "solutions/12_modifiers/modifier_steps.cuh"
 
 namespace {
 
@@ -72,6 +74,7 @@ struct Variant {
   ModifierSpec m;
   bool causal = false;
   bool is_mask = false;  // compared with the visible fraction, not with module 07
+  bool rope_in_tiles = false;  // RoPE on every K tile in the kernel (RopeWhere::q_and_k)
 };
 
 std::vector<Variant> variants(int n) {
@@ -95,8 +98,10 @@ std::vector<Variant> variants(int n) {
     m = {};
     m.rope = RopeStyle::interleaved;
     v.push_back({"rope interleaved" + tag, m, causal});
+    v.push_back({"rope interl. in tiles" + tag, m, causal, false, true});
     m.rope = RopeStyle::half;
     v.push_back({"rope half" + tag, m, causal});
+    v.push_back({"rope half in tiles" + tag, m, causal, false, true});
   }
   for (int w : {256, 1024, 4096}) {
     if (w >= n) continue;
@@ -136,9 +141,19 @@ bool check_variant(const Variant& var, int d, uint64_t seed, double* error) {
   if (m.window > 0) m.window = std::min(m.window, 100);
   const Inputs in = random_inputs(p, seed);
   const ModifierInputs mi = random_modifier_inputs(p, m, seed + 1);
-  const Kernel* kernel = find_kernel(12, Impl::solution);
-  if (!kernel) throw std::runtime_error("module 12 is not registered");
-  const ModifierCheck r = check_modified(*kernel, p, m, in, mi);
+  const Kernel* registered = find_kernel(12, Impl::solution);
+  if (!registered) throw std::runtime_error("module 12 is not registered");
+  // The in-tiles rung through a copy of the registered entry with its own forward.
+  static const ModifierEntry in_tiles{
+      registered->modifiers->supports,
+      [](const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
+         const void* k, const void* v, void* o, cudaStream_t s) {
+        return m12::forward<m12::solution::ModifierSteps, m12::RopeWhere::q_and_k>(p, m, t, q, k,
+                                                                                   v, o, s);
+      }};
+  Kernel kernel = *registered;
+  if (var.rope_in_tiles) kernel.modifiers = &in_tiles;
+  const ModifierCheck r = check_modified(kernel, p, m, in, mi);
   if (!r.status) {
     std::printf("  %s d=%d refused: %s\n", var.name.c_str(), d, r.status.message().c_str());
     return false;
@@ -218,11 +233,15 @@ int main(int argc, char** argv) {
             bench10::fill_random(mods.bias.get(), mods.bias.size(), 4, p.dtype);
             mods.t.bias = mods.bias.get();
           }
+          using Steps = m12::solution::ModifierSteps;
           const double ms =
               time_on_stream(
                   [&](cudaStream_t s) {
-                    check_status(m12::solution::forward(p, m, mods.t, q.get(), k.get(),
-                                                                  v.get(), o.get(), s));
+                    check_status(var.rope_in_tiles
+                                     ? m12::forward<Steps, m12::RopeWhere::q_and_k>(
+                                           p, m, mods.t, q.get(), k.get(), v.get(), o.get(), s)
+                                     : m12::solution::forward(p, m, mods.t, q.get(), k.get(),
+                                                              v.get(), o.get(), s));
                   },
                   warmup, iters)
                   .median_ms;

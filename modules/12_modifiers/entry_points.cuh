@@ -31,32 +31,37 @@
 
 namespace attn::m12 {
 
-// Fills g_rope for (base, head_dim, row step) when they differ from the last launch's. The
-// frequencies come from Steps::rope_frequency in double; hi + lo holds each to ~2^-48.
+// RoPE's table (modifier_hooks.cuh) for (base, head_dim, row step) in a device buffer kept
+// for the program, rewritten when a launch asks for other values. The frequencies come from
+// Steps::rope_frequency in double; hi + lo holds each to ~2^-48.
 template <class Steps>
-Status set_rope_table(double base, int head_dim, int row_step, cudaStream_t stream) {
+Status rope_table(double base, int head_dim, int row_step, cudaStream_t stream,
+                  const float4** table_out) {
+  static float4* table = nullptr;
   static double last_base = 0.0;
   static int last_head_dim = 0, last_row_step = 0;
+  if (!table) ATTN_CUDA_RETURN(cudaMalloc(&table, sizeof(float4) * kMaxRopeFrequencies));
+  *table_out = table;
   if (base == last_base && head_dim == last_head_dim && row_step == last_row_step)
     return Status::ok();
-  float4 table[kMaxRopeFrequencies] = {};
+  float4 host[kMaxRopeFrequencies] = {};
   for (int m = 0; m < head_dim / 2; ++m) {
     const double theta = Steps::rope_frequency(m, head_dim, base);
     const double turns = theta / (2.0 * M_PI);
-    table[m].x = float(turns);
-    table[m].y = float(turns - double(table[m].x));
-    table[m].z = float(std::cos(row_step * theta));
-    table[m].w = float(std::sin(row_step * theta));
+    host[m].x = float(turns);
+    host[m].y = float(turns - double(host[m].x));
+    host[m].z = float(std::cos(row_step * theta));
+    host[m].w = float(std::sin(row_step * theta));
   }
-  ATTN_CUDA_RETURN(cudaMemcpyToSymbolAsync(g_rope, table, sizeof(table), 0,
-                                           cudaMemcpyHostToDevice, stream));
+  // From pageable memory the copy is staged before the call returns: `host` may go.
+  ATTN_CUDA_RETURN(cudaMemcpyAsync(table, host, sizeof(host), cudaMemcpyHostToDevice, stream));
   last_base = base;
   last_head_dim = head_dim;
   last_row_step = row_step;
   return Status::ok();
 }
 
-template <class Steps, class T, class C, ScoreMod kScore, bool kRope, bool kDocuments>
+template <class Steps, class T, class C, ScoreMod kScore, RopeWhere kRope, bool kDocuments>
 Status launch_modified(const Problem& p, const Args& args, const void* q, const void* k,
                        const void* v, void* o, cudaStream_t stream) {
   using Warp = m07::modifier_warp::WarpMma;
@@ -82,37 +87,73 @@ Status launch_modified(const Problem& p, const Args& args, const void* q, const 
 
 // One kernel per (score modifier, RoPE or not, documents or not): runtime switches to
 // compile-time choices.
-template <class Steps, class T, class C, ScoreMod kScore>
+template <class Steps, RopeWhere kRope, class T, class C, ScoreMod kScore>
 Status launch_for_mask(const Problem& p, const ModifierSpec& m, const Args& a, const void* q,
                        const void* k, const void* v, void* o, cudaStream_t stream) {
+  constexpr RopeWhere kNone = RopeWhere::none;
   const bool rope = m.rope != RopeStyle::none;
   if (rope && m.documents)
-    return launch_modified<Steps, T, C, kScore, true, true>(p, a, q, k, v, o, stream);
-  if (rope) return launch_modified<Steps, T, C, kScore, true, false>(p, a, q, k, v, o, stream);
+    return launch_modified<Steps, T, C, kScore, kRope, true>(p, a, q, k, v, o, stream);
+  if (rope) return launch_modified<Steps, T, C, kScore, kRope, false>(p, a, q, k, v, o, stream);
   if (m.documents)
-    return launch_modified<Steps, T, C, kScore, false, true>(p, a, q, k, v, o, stream);
-  return launch_modified<Steps, T, C, kScore, false, false>(p, a, q, k, v, o, stream);
+    return launch_modified<Steps, T, C, kScore, kNone, true>(p, a, q, k, v, o, stream);
+  return launch_modified<Steps, T, C, kScore, kNone, false>(p, a, q, k, v, o, stream);
 }
 
-template <class Steps, class T, class C>
+template <class Steps, RopeWhere kRope, class T, class C>
 Status launch_for_score(const Problem& p, const ModifierSpec& m, const Args& a, const void* q,
                         const void* k, const void* v, void* o, cudaStream_t stream) {
   switch (m.score) {
     case ScoreMod::none:
-      return launch_for_mask<Steps, T, C, ScoreMod::none>(p, m, a, q, k, v, o, stream);
+      return launch_for_mask<Steps, kRope, T, C, ScoreMod::none>(p, m, a, q, k, v, o, stream);
     case ScoreMod::alibi:
-      return launch_for_mask<Steps, T, C, ScoreMod::alibi>(p, m, a, q, k, v, o, stream);
+      return launch_for_mask<Steps, kRope, T, C, ScoreMod::alibi>(p, m, a, q, k, v, o, stream);
     case ScoreMod::bias:
-      return launch_for_mask<Steps, T, C, ScoreMod::bias>(p, m, a, q, k, v, o, stream);
+      return launch_for_mask<Steps, kRope, T, C, ScoreMod::bias>(p, m, a, q, k, v, o, stream);
     case ScoreMod::softcap:
-      return launch_for_mask<Steps, T, C, ScoreMod::softcap>(p, m, a, q, k, v, o, stream);
+      return launch_for_mask<Steps, kRope, T, C, ScoreMod::softcap>(p, m, a, q, k, v, o, stream);
     case ScoreMod::relative:
-      return launch_for_mask<Steps, T, C, ScoreMod::relative>(p, m, a, q, k, v, o, stream);
+      return launch_for_mask<Steps, kRope, T, C, ScoreMod::relative>(p, m, a, q, k, v, o, stream);
   }
   return Status::error("module 12: unknown score modifier");
 }
 
-template <class Steps>
+// RoPE on the keys, once per call: K [batch, kv_heads, seq_k, head_dim] (any strides) ->
+// out, dense BHSD, each element turned at its key's position and rounded to 16 bits, as
+// applying RoPE beforehand does. One thread per 16-byte chunk of a key row.
+template <class Steps, class T>
+__global__ void rotate_keys_kernel(Problem p, RopeStyle style, const float4* __restrict__ table,
+                                   const uint16_t* __restrict__ k, uint16_t* __restrict__ out) {
+  const int chunks = p.head_dim / 8;
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t rows = int64_t(p.batch) * p.kv_heads * p.seq_k;
+  if (idx >= rows * chunks) return;
+  const int c = int(idx % chunks);
+  const int64_t row = idx / chunks;
+  const int j = int(row % p.seq_k);
+  const int h = int(row / p.seq_k % p.kv_heads), b = int(row / p.seq_k / p.kv_heads);
+  const uint16_t* src = k + Problem::offset(p.k, b, h, j);
+  const int pc = Steps::rope_pair(style, 8 * c, p.head_dim).partner / 8;
+  const uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  const uint4 other = *reinterpret_cast<const uint4*>(src + 8 * pc);
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+  uint16_t r[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const RopePair pr = Steps::rope_pair(style, 8 * c + e, p.head_dim);
+    const float self = bits_to_float<T>(x[e]);
+    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
+    float cs, sn;
+    rope_cos_sin(j, __ldg(table + pr.m), cs, sn);
+    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+  }
+  *reinterpret_cast<uint4*>(out + row * p.head_dim + 8 * c) = *reinterpret_cast<const uint4*>(r);
+}
+
+// kRope: where RoPE turns the rows (RopeWhere); forward() uses RopeWhere::q, bench_12 also
+// measures RopeWhere::q_and_k.
+template <class Steps, RopeWhere kRope = RopeWhere::q>
 Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
                const void* k, const void* v, void* o, cudaStream_t stream) {
   if (Status s = supports(p, m); !s) return s;
@@ -138,13 +179,43 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.inv_softcap = m.softcap > 0 ? 1.0f / m.softcap : 0.0f;
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
-    if (m.rope != RopeStyle::none) {  // the rows a thread rotates are kThreads / (D / 8) apart
-      const int row_step = C::kThreads / (C::D / 8);
-      if (Status s = set_rope_table<Steps>(m.rope_base, p.head_dim, row_step, stream); !s) return s;
+    const bool bf16 = p.dtype == DType::bf16;
+    if (m.rope == RopeStyle::none)
+      return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream)
+                  : launch_for_score<Steps, kRope, __half, C>(p, m, a, q, k, v, o, stream);
+    // The rows a thread rotates in the kernel are kThreads / (D / 8) apart.
+    const int row_step = C::kThreads / (C::D / 8);
+    if (Status s = rope_table<Steps>(m.rope_base, p.head_dim, row_step, stream, &a.rope_table);
+        !s)
+      return s;
+    if constexpr (kRope == RopeWhere::q_and_k) {
+      return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream)
+                  : launch_for_score<Steps, kRope, __half, C>(p, m, a, q, k, v, o, stream);
+    } else {
+      // K turned once, into a stream-ordered scratch buffer the attention reads instead.
+      Problem pk = p;
+      pk.k = Strides{int64_t(p.kv_heads) * p.seq_k * p.head_dim, int64_t(p.seq_k) * p.head_dim,
+                     p.head_dim};
+      const int64_t chunks = int64_t(p.batch) * p.kv_heads * p.seq_k * (p.head_dim / 8);
+      void* k_rot = nullptr;
+      ATTN_CUDA_RETURN(cudaMallocAsync(&k_rot, size_t(chunks) * 16, stream));
+      const unsigned grid = unsigned((chunks + 255) / 256);
+      if (bf16)
+        rotate_keys_kernel<Steps, __nv_bfloat16><<<grid, 256, 0, stream>>>(
+            p, m.rope, a.rope_table, static_cast<const uint16_t*>(k), static_cast<uint16_t*>(k_rot));
+      else
+        rotate_keys_kernel<Steps, __half><<<grid, 256, 0, stream>>>(
+            p, m.rope, a.rope_table, static_cast<const uint16_t*>(k), static_cast<uint16_t*>(k_rot));
+      Status s = Status::ok();
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+        s = Status::error(std::string("module 12: ") + cudaGetErrorString(e));
+      else
+        s = bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(pk, m, a, q, k_rot, v, o, stream)
+                 : launch_for_score<Steps, kRope, __half, C>(pk, m, a, q, k_rot, v, o, stream);
+      if (cudaError_t e = cudaFreeAsync(k_rot, stream); e != cudaSuccess && s.is_ok())
+        s = Status::error(std::string("module 12: ") + cudaGetErrorString(e));
+      return s;
     }
-    if (p.dtype == DType::bf16)
-      return launch_for_score<Steps, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream);
-    return launch_for_score<Steps, __half, C>(p, m, a, q, k, v, o, stream);
   });
 }
 

@@ -32,6 +32,12 @@ namespace attn::m12 {
 
 enum class TileClass { masked, partial, full };
 
+// Where RoPE turns the rows (README, section 3): nowhere; Q in the kernel and K once per call
+// before it (rotate_keys_kernel, entry_points.cuh); or Q and every K tile in the kernel, as
+// each block loads them (the fully fused rung, which bench_12 measures: every block turns
+// every key it reads, seq_q / 128 times per key).
+enum class RopeWhere { none, q, q_and_k };
+
 // The causal-like rules of common/modifiers.h, as the kernel reads them (positions i' are
 // bottom-right aligned: i' = i + seq_k - seq_q).
 struct MaskRules {
@@ -59,16 +65,16 @@ struct Args {
   int bias_vec = 0;  // rows of the bias move in 16-byte pieces (seq_k % 8 == 0, aligned)
   const float* rel_bias = nullptr;  // [heads][seq_q + seq_k - 1], by distance j - i'
   RopeStyle rope = RopeStyle::none;
+  const float4* rope_table = nullptr;  // kMaxRopeFrequencies entries
 };
 
 // RoPE's table, per frequency m: x, y = base^(-2m / head_dim) / (2 pi) turns per position as
 // a float pair (hi, lo) whose sum holds the double (the angle of position 16000 must be right
 // to ~1e-6 turns, more than one float's 24 bits give at that size); z, w = cos and sin of the
 // angle between two rows a thread rotates (kRowStep positions apart), to step from one row to
-// the next with four FMAs instead of two MUFU instructions. Set on the host before a launch
-// (set_rope_table in entry_points.cuh); one table per program that includes this file.
+// the next with four FMAs instead of two MUFU instructions. Built on the host (rope_table in
+// entry_points.cuh), read through Args::rope.
 constexpr int kMaxRopeFrequencies = 64;  // head_dim / 2
-static __device__ float4 g_rope[kMaxRopeFrequencies];
 
 template <class T>
 __device__ __forceinline__ float bits_to_float(uint16_t x) {
@@ -106,7 +112,7 @@ __device__ __forceinline__ int first_at_least(const int32_t* seg, int n, int id)
 // kScore, kRope and kDocuments are compile-time: a kernel carries only the code of the
 // modifiers it runs (module 07's kernel at D = 128 already uses all 255 registers; every extra
 // live value in the loop would spill).
-template <class Steps, class T, ScoreMod kScore, bool kRope, bool kDocuments>
+template <class Steps, class T, ScoreMod kScore, RopeWhere kRope, bool kDocuments>
 struct Hooks {
   static constexpr bool kActive = true;
   using Args = m12::Args;
@@ -206,6 +212,15 @@ struct Hooks {
     [[maybe_unused]] const uint16_t* bias_tile =
         reinterpret_cast<const uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
     [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
+    // Relative: the distance index j - i + seq_q - 1 of a lane's row r is rel_row[r] + 8n + e,
+    // so each score is one load at a constant offset from a per-row pointer. Padding rows
+    // (i >= seq_q) take the last row's entries (their outputs are never stored); only a tile
+    // that reaches past seq_k needs the clamp on every key.
+    [[maybe_unused]] const float* rel_row[2];
+    [[maybe_unused]] const bool rel_clamp = key0 + C::kKeys > p.seq_k;
+    if constexpr (kScore == ScoreMod::relative)
+      for (int r = 0; r < 2; ++r)
+        rel_row[r] = rel + (key_lane - min(row0 + 8 * r, p.seq_q - 1) + p.seq_q - 1);
 #pragma unroll
     for (int n = 0; n < C::kKeys / 8; ++n)
 #pragma unroll
@@ -221,13 +236,17 @@ struct Hooks {
         for (int e = 0; e < 2; ++e) {
           const int j = key_lane + 8 * n + e;
           float x = s[n][2 * r + e] * a.scale;
-          if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
+          // The distance as a float: i' - key_lane once per row, minus a constant per score.
+          if constexpr (kScore == ScoreMod::alibi)
+            x = Steps::alibi(x, slope, float(i + off - key_lane) - float(8 * n + e));
           if constexpr (kScore == ScoreMod::softcap)
             x = Steps::softcap(x, a.softcap, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
             x += bits_to_float<T>(uint16_t(bias_pair >> (16 * e)));
-          if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
-            x += __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2));
+          if constexpr (kScore == ScoreMod::relative)
+            x += rel_clamp
+                     ? __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2))
+                     : __ldg(rel_row[r] + 8 * n + e);
           s[n][2 * r + e] = x;
         }
       }
@@ -273,7 +292,8 @@ struct Hooks {
   template <class C, int kRows>
   static __device__ __forceinline__ void rotate(const Args& a, const Problem& p, uint16_t* tile,
                                                 int pos_first, bool is_q) {
-    if constexpr (!kRope) return;
+    if constexpr (kRope == RopeWhere::none) return;
+    if (kRope == RopeWhere::q && !is_q) return;
     constexpr int kChunks = C::D / 8, kRowStep = C::kThreads / kChunks;
     const int c = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
     const int pos0 = pos_first + r0 + (is_q ? p.seq_k - p.seq_q : 0);
@@ -282,7 +302,8 @@ struct Hooks {
     float cs[8], sn[8], step_c[8], step_s[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const float4 f = g_rope[mine ? Steps::rope_pair(a.rope, 8 * c + e, p.head_dim).m : 0];
+      const float4 f =
+          __ldg(a.rope_table + (mine ? Steps::rope_pair(a.rope, 8 * c + e, p.head_dim).m : 0));
       rope_cos_sin(pos0, f, cs[e], sn[e]);
       step_c[e] = f.z, step_s[e] = f.w;
     }

@@ -17,8 +17,8 @@ struct ModifierSteps {
   }
   // The penalty grows linearly with the distance between the query's position and the key's,
   // in either direction.
-  static __device__ float alibi(float x, float slope, int distance) {
-    return fmaf(-slope, fabsf(float(distance)), x);
+  static __device__ float alibi(float x, float slope, float distance) {
+    return fmaf(-slope, fabsf(distance), x);
   }
 
   // cap * tanh(x / cap) (inv_cap = 1 / cap: a multiply, not a division, per score), with
