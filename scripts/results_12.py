@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The measured tables of module 12's lesson (modules/12_modifiers/README.md, section 4), from
+bench_12's JSON (docs/results/bench12_h100.json by default).
+
+  python3 scripts/results_12.py [FILE]            print the tables (markdown)
+  python3 scripts/results_12.py [FILE] --update   rewrite them in the lesson, between
+                                                  <!-- table: python3 scripts/results_12.py -->
+                                                  and <!-- end table -->
+
+Every number printed is a value of the file to the printed precision (the `ratio` of a
+record: time over its baseline), so the documentation check (tests/test_docs.py) finds it:
+
+  score modifiers and RoPE   ratio = ms / module 07's ms on the same problem (same mask);
+  masks                      ratio = ms / (visible fraction + 64 / N) x module 07's unmasked
+                             ms: against a kernel that skips every masked tile perfectly and
+                             pays for one 64-key tile column of the diagonal.
+Standard library only.
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT = os.path.join(ROOT, "docs", "results", "bench12_h100.json")
+LESSON = os.path.join(ROOT, "modules", "12_modifiers", "README.md")
+BEGIN = "<!-- table: python3 scripts/results_12.py -->"
+END = "<!-- end table -->"
+
+# Rows of the score table: the modifier, then the same with the causal mask.
+SCORE_GROUPS = [
+    ("ALiBi", "alibi"), ("bias [1, 1, N, N]", "bias"), ("soft-cap 30", "softcap"),
+    ("T5 relative", "relative"), ("RoPE interleaved", "rope interleaved"),
+    ("RoPE half", "rope half"), ("RoPE interleaved, K in the tiles", "rope interl. in tiles"),
+    ("RoPE half, K in the tiles", "rope half in tiles"),
+]
+
+
+def variants_in_order(records, mask):
+    names = []
+    for r in sorted(records, key=lambda r: -r["seq"]):  # the largest N has every variant
+        if r["mask"] == mask and r["variant"] not in names:
+            names.append(r["variant"])
+    return names
+
+
+def cell(records, variant, d, n, key="ratio"):
+    hit = [r for r in records if r["variant"] == variant and r["head_dim"] == d and
+           r["seq"] == n]
+    return hit[0][key] if hit else None
+
+
+def ratio_text(x):
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def tables(data):
+    recs = data["records"]
+    dims = sorted({r["head_dim"] for r in recs})
+    seqs = sorted({r["seq"] for r in recs})
+    cols = [(d, n) for d in dims for n in seqs]
+    head = " | ".join(f"d = {d}, N = {n}" for d, n in cols)
+    sep = "|".join(["---"] + ["---:"] * len(cols))
+    out = []
+    out.append(f"{data['device']}, bf16, batch x N = 16384 tokens, heads x d = 2048; every "
+               f"variant checked against the double reference first (all passed: "
+               f"{'yes' if data.get('checks_passed') else 'NO'}).")
+    out.append("")
+    out.append("Score modifiers and RoPE, time / module 07's time on the same problem; each cell: "
+               "without / with the causal mask:")
+    out.append("")
+    out.append(f"| modifier | {head} |")
+    out.append(f"|{sep}|")
+    present = {r["variant"] for r in recs}
+    for label, base in SCORE_GROUPS:
+        if base not in present and base + " causal" not in present:
+            continue
+        vals = " | ".join(f"{ratio_text(cell(recs, base, d, n))} / "
+                          f"{ratio_text(cell(recs, base + ' causal', d, n))}" for d, n in cols)
+        out.append(f"| {label} | {vals} |")
+    out.append("")
+    out.append("Masks, time / a perfect skip (the visible fraction of module 07's unmasked time "
+               "plus one 64-key tile column); visible: the share of the N x N pairs:")
+    out.append("")
+    out.append(f"| mask | visible, N = {seqs[-1]} | {head} |")
+    out.append("|---|---:|" + "|".join(["---:"] * len(cols)) + "|")
+    for name in variants_in_order(recs, True):
+        hit = [r for r in recs if r["variant"] == name and r["seq"] == seqs[-1]]
+        vis = (f"{100.0 * hit[0]['visible_pairs'] / (hit[0]['batch'] * seqs[-1] ** 2):.1f}%"
+               if hit else "-")
+        vals = " | ".join(ratio_text(cell(recs, name, d, n)) for d, n in cols)
+        out.append(f"| {name} | {vis} | {vals} |")
+    return "\n".join(out)
+
+
+def main(argv):
+    update = "--update" in argv
+    args = [a for a in argv if a != "--update"]
+    path = args[0] if args else DEFAULT
+    if not os.path.exists(path):
+        print(f"results_12: {path} does not exist (bench_12 --out writes it)")
+        return 1
+    with open(path) as f:
+        data = json.load(f)
+    block = f"{BEGIN}\n{tables(data)}\n{END}"
+    if not update:
+        print(block)
+        return 0
+    with open(LESSON) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        print(f"results_12: {LESSON} has no {BEGIN} ... {END} block")
+        return 1
+    start = text.index(BEGIN)
+    stop = text.index(END, start) + len(END)
+    with open(LESSON, "w") as f:
+        f.write(text[:start] + block + text[stop:])
+    print(f"results_12: rewrote the tables of {os.path.relpath(LESSON, ROOT)} from "
+          f"{os.path.relpath(path, ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
