@@ -34,6 +34,11 @@ def main():
         print(f"compare_torch_modifiers: PyTorch with FlexAttention is needed ({e})")
         return 1
     dev = "cuda"
+    # One compiled kernel per (modifier, mask, shape): more than dynamo's default of 8
+    # recompilations of one function, after which it would silently run flex_attention
+    # uncompiled (the unfused path that materializes the scores).
+    torch._dynamo.config.cache_size_limit = 1024
+    torch._dynamo.config.accumulated_cache_size_limit = 8192
     flex = torch.compile(flex_attention, dynamic=False)
 
     def time_ms(fn):

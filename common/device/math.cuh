@@ -28,8 +28,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 // tanh(x) on the special-function unit: one MUFU.TANH (sm_75+), relative error at most ~2^-11
 // (PTX ISA, tanh.approx.f32). tanhf is a longer sequence of exp and division; module 12's
-// soft-capping calls this once per score, where the softmax's own exp2 already keeps the unit
-// busy.
+// soft-capping calls this once per score, beside the softmax's own exp2 on the same unit.
 __device__ __forceinline__ float fast_tanh(float x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   float y;

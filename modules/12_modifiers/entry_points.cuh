@@ -10,7 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "common/cuda_check.h"
 #include "common/device.h"
@@ -31,33 +34,39 @@
 
 namespace attn::m12 {
 
-// RoPE's table (modifier_hooks.cuh) for (base, head_dim, row step) in a device buffer kept
-// for the program, rewritten when a launch asks for other values. The frequencies come from
-// Steps::rope_frequency in double; hi + lo holds each to ~2^-48.
+// RoPE's table (modifier_hooks.cuh) for (device, base, head_dim, row step): built once per
+// such key into a device buffer of its own that lives as long as the program (a handful of
+// keys in practice, 1 KiB each), so a launch never rewrites a table that a kernel on another
+// stream may still read. The frequencies come from Steps::rope_frequency in double; hi + lo
+// holds each to ~2^-48.
 template <class Steps>
-Status rope_table(double base, int head_dim, int row_step, cudaStream_t stream,
-                  const float4** table_out) {
-  static float4* table = nullptr;
-  static double last_base = 0.0;
-  static int last_head_dim = 0, last_row_step = 0;
-  if (!table) ATTN_CUDA_RETURN(cudaMalloc(&table, sizeof(float4) * kMaxRopeFrequencies));
-  *table_out = table;
-  if (base == last_base && head_dim == last_head_dim && row_step == last_row_step)
-    return Status::ok();
-  float4 host[kMaxRopeFrequencies] = {};
-  for (int m = 0; m < head_dim / 2; ++m) {
-    const double theta = Steps::rope_frequency(m, head_dim, base);
-    const double turns = theta / (2.0 * M_PI);
-    host[m].x = float(turns);
-    host[m].y = float(turns - double(host[m].x));
-    host[m].z = float(std::cos(row_step * theta));
-    host[m].w = float(std::sin(row_step * theta));
+Status rope_table(double base, int head_dim, int row_step, const float4** table_out) {
+  static std::mutex lock;
+  static std::map<std::tuple<int, double, int, int>, float4*> tables;
+  int device = 0;
+  ATTN_CUDA_RETURN(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> guard(lock);
+  float4*& table = tables[{device, base, head_dim, row_step}];
+  if (!table) {
+    float4 host[kMaxRopeFrequencies] = {};
+    for (int m = 0; m < head_dim / 2; ++m) {
+      const double theta = Steps::rope_frequency(m, head_dim, base);
+      const double turns = theta / (2.0 * M_PI);
+      host[m].x = float(turns);
+      host[m].y = float(turns - double(host[m].x));
+      host[m].z = float(std::cos(row_step * theta));
+      host[m].w = float(std::sin(row_step * theta));
+    }
+    float4* buffer = nullptr;
+    ATTN_CUDA_RETURN(cudaMalloc(&buffer, sizeof(host)));
+    if (cudaError_t e = cudaMemcpy(buffer, host, sizeof(host), cudaMemcpyHostToDevice);
+        e != cudaSuccess) {
+      cudaFree(buffer);
+      ATTN_CUDA_RETURN(e);
+    }
+    table = buffer;
   }
-  // From pageable memory the copy is staged before the call returns: `host` may go.
-  ATTN_CUDA_RETURN(cudaMemcpyAsync(table, host, sizeof(host), cudaMemcpyHostToDevice, stream));
-  last_base = base;
-  last_head_dim = head_dim;
-  last_row_step = row_step;
+  *table_out = table;
   return Status::ok();
 }
 
@@ -185,8 +194,7 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
                   : launch_for_score<Steps, kRope, __half, C>(p, m, a, q, k, v, o, stream);
     // The rows a thread rotates in the kernel are kThreads / (D / 8) apart.
     const int row_step = C::kThreads / (C::D / 8);
-    if (Status s = rope_table<Steps>(m.rope_base, p.head_dim, row_step, stream, &a.rope_table);
-        !s)
+    if (Status s = rope_table<Steps>(m.rope_base, p.head_dim, row_step, &a.rope_table); !s)
       return s;
     if constexpr (kRope == RopeWhere::q_and_k) {
       return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream)

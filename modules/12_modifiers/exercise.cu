@@ -21,7 +21,7 @@ struct ModifierSteps {
     (void)h, (void)heads;
     return 0.0f;
   }
-  static __device__ float alibi(float x, float slope, float distance) {
+  static __device__ float alibi(float x, float slope, int distance) {
     (void)slope, (void)distance;
     return x;
   }

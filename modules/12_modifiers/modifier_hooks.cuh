@@ -212,15 +212,6 @@ struct Hooks {
     [[maybe_unused]] const uint16_t* bias_tile =
         reinterpret_cast<const uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
     [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
-    // Relative: the distance index j - i + seq_q - 1 of a lane's row r is rel_row[r] + 8n + e,
-    // so each score is one load at a constant offset from a per-row pointer. Padding rows
-    // (i >= seq_q) take the last row's entries (their outputs are never stored); only a tile
-    // that reaches past seq_k needs the clamp on every key.
-    [[maybe_unused]] const float* rel_row[2];
-    [[maybe_unused]] const bool rel_clamp = key0 + C::kKeys > p.seq_k;
-    if constexpr (kScore == ScoreMod::relative)
-      for (int r = 0; r < 2; ++r)
-        rel_row[r] = rel + (key_lane - min(row0 + 8 * r, p.seq_q - 1) + p.seq_q - 1);
 #pragma unroll
     for (int n = 0; n < C::kKeys / 8; ++n)
 #pragma unroll
@@ -236,17 +227,13 @@ struct Hooks {
         for (int e = 0; e < 2; ++e) {
           const int j = key_lane + 8 * n + e;
           float x = s[n][2 * r + e] * a.scale;
-          // The distance as a float: i' - key_lane once per row, minus a constant per score.
-          if constexpr (kScore == ScoreMod::alibi)
-            x = Steps::alibi(x, slope, float(i + off - key_lane) - float(8 * n + e));
+          if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
           if constexpr (kScore == ScoreMod::softcap)
             x = Steps::softcap(x, a.softcap, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
             x += bits_to_float<T>(uint16_t(bias_pair >> (16 * e)));
-          if constexpr (kScore == ScoreMod::relative)
-            x += rel_clamp
-                     ? __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2))
-                     : __ldg(rel_row[r] + 8 * n + e);
+          if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
+            x += __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2));
           s[n][2 * r + e] = x;
         }
       }

@@ -17,13 +17,14 @@ struct ModifierSteps {
   }
   // The penalty grows linearly with the distance between the query's position and the key's,
   // in either direction.
-  static __device__ float alibi(float x, float slope, float distance) {
-    return fmaf(-slope, fabsf(distance), x);
+  static __device__ float alibi(float x, float slope, int distance) {
+    return fmaf(-slope, fabsf(float(distance)), x);
   }
 
   // cap * tanh(x / cap) (inv_cap = 1 / cap: a multiply, not a division, per score), with
   // tanh on the special-function unit: one instruction, relative error ~2^-11, so the logit
-  // is off by at most ~|x| 2^-11, below the 16-bit output's own rounding (README, section 1).
+  // is off by at most ~|x| 2^-11: less than the error that q and k rounded to bf16 (2^-9
+  // each) already put into it (README, section 1).
   static __device__ float softcap(float x, float cap, float inv_cap) {
     return cap * device::fast_tanh(x * inv_cap);
   }
