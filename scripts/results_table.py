@@ -141,7 +141,9 @@ def main(paths):
         sort_keys[label] = order(r["kernel"], r.get("module"), dtype)
     for (dim, causal), cells in sorted(groups.items()):
         seqs = sorted({s for _, s in cells})
-        labels = sorted({k for k, _ in cells}, key=lambda k: sort_keys[k])
+        # Module order, then the label itself: a kernel with modifiers after the same kernel
+        # without (a set's order changes from run to run with Python's string hashing).
+        labels = sorted({k for k, _ in cells}, key=lambda k: (sort_keys[k], k))
         heads = {r["heads"] for r in cells.values()}
         print(f"\n**head_dim {dim}, {'causal' if causal else 'non-causal'}** "
               f"(heads {', '.join(map(str, sorted(heads)))}; TFLOP/s, median time in ms)\n")
