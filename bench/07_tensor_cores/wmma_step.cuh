@@ -74,6 +74,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/device/shared_memory.cuh"
 #include "common/problem.h"
 #include "common/status.h"
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
@@ -457,8 +458,8 @@ Status launch(const Problem& p, const void* q, const void* k, const void* v, voi
                          " blocks exceed the grid limit of 2^31 - 1; split the problem");
   auto kernel = wmma_forward_kernel<T, D, kVec>;
   // Above 48 KB of dynamic shared memory a kernel must opt in: once per instantiation.
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemLayout<D>::kBytes);
+  static const cudaError_t opt_in =
+      device::allow_shared_memory(SmemLayout<D>::kBytes, kernel);
   ATTN_CUDA_RETURN(opt_in);
   kernel<<<unsigned(blocks), kThreads, SmemLayout<D>::kBytes, stream>>>(
       p, p.softmax_scale() * kLog2e, int(query_blocks), static_cast<const uint16_t*>(q),

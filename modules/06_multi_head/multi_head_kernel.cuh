@@ -50,6 +50,7 @@
 #include "common/device/cp_async.cuh"
 #include "common/device/head_dim.cuh"
 #include "common/device/math.cuh"
+#include "common/device/shared_memory.cuh"
 #include "common/device/warp.cuh"
 #include "common/problem.h"
 #include "common/status.h"
@@ -409,12 +410,10 @@ Status launch_tiling(const Problem& p, const float* q, const float* k, const flo
   auto kernel = vec16 ? flash_forward_kernel<Step, D, T, true, smem_vec>
                       : flash_forward_kernel<Step, D, T, false, smem_vec>;
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
-  static const cudaError_t opt_in[2] = {
-      cudaFuncSetAttribute(flash_forward_kernel<Step, D, T, false, smem_vec>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-      cudaFuncSetAttribute(flash_forward_kernel<Step, D, T, true, smem_vec>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes)};
-  ATTN_CUDA_RETURN(opt_in[vec16 ? 1 : 0]);
+  static const cudaError_t opt_in = device::allow_shared_memory(
+      T::kSmemBytes, flash_forward_kernel<Step, D, T, false, smem_vec>,
+      flash_forward_kernel<Step, D, T, true, smem_vec>);
+  ATTN_CUDA_RETURN(opt_in);
   kernel<<<unsigned(blocks), kThreads, T::kSmemBytes, stream>>>(p, q_scale, int(query_blocks),
                                                                 q, k, v, o);
   ATTN_CUDA_RETURN(cudaGetLastError());

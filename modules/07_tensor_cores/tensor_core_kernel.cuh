@@ -33,6 +33,7 @@
 #include "common/device/cp_async.cuh"
 #include "common/device/head_dim.cuh"
 #include "common/device/math.cuh"
+#include "common/device/shared_memory.cuh"
 #include "common/device/warp.cuh"
 #include "common/problem.h"
 #include "common/status.h"
@@ -541,15 +542,8 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
       {flash_tc_kernel<Warp, T, C, true, false, Batch>,
        flash_tc_kernel<Warp, T, C, true, true, Batch>}};
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
-  static const cudaError_t opt_in = [] {
-    for (auto& row : kernels)
-      for (Kernel kern : row)
-        if (cudaError_t e = cudaFuncSetAttribute(
-                kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-            e != cudaSuccess)
-          return e;
-    return cudaSuccess;
-  }();
+  static const cudaError_t opt_in = device::allow_shared_memory(
+      C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
                                            stream>>>(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/device/head_dim.cuh"
+#include "common/device/shared_memory.cuh"
 #include "modules/08_cute/cute_attention.h"
 #include "modules/08_cute/cute_kernel.cuh"
 
@@ -32,15 +33,8 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   static const Kernel kernels[2][2] = {  // [causal][vec]
       {cute_flash_kernel<Recipe, C, false, false>, cute_flash_kernel<Recipe, C, false, true>},
       {cute_flash_kernel<Recipe, C, true, false>, cute_flash_kernel<Recipe, C, true, true>}};
-  static const cudaError_t opt_in = [] {  // above 48 KB of shared memory: once per kernel
-    for (auto& row : kernels)
-      for (Kernel kern : row)
-        if (cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 kSmemBytes);
-            e != cudaSuccess)
-          return e;
-    return cudaSuccess;
-  }();
+  static const cudaError_t opt_in = device::allow_shared_memory(  // above 48 KB: once
+      kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, kSmemBytes, stream>>>(
       p, p.softmax_scale() * device::kLog2e, int(query_blocks), static_cast<const T*>(q),

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "common/device/math.cuh"
+#include "common/device/shared_memory.cuh"
 #include "common/problem.h"
 #include "common/status.h"
 #include "modules/09_hopper/hopper.h"
@@ -727,9 +728,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                          ? static_cast<int>(std::min<int64_t>(work, multiprocessor_count()))
                          : a.work_tiles;
   auto kernel = hopper_attention_kernel<C, Steps, kBf16, kCausal>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           C::kSharedBytes);
-      e != cudaSuccess)
+  if (cudaError_t e = device::allow_shared_memory(C::kSharedBytes, kernel); e != cudaSuccess)
     return Status::error(std::string("module 09: cannot give the kernel ") +
                          std::to_string(C::kSharedBytes) + " bytes of shared memory: " +
                          cudaGetErrorString(e));

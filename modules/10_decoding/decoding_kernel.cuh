@@ -32,6 +32,7 @@
 #include "common/device.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/math.cuh"
+#include "common/device/shared_memory.cuh"
 #include "common/device/warp.cuh"
 #include "common/paged.h"
 #include "common/status.h"
@@ -432,14 +433,8 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
   using Kernel = void (*)(DecodeParams);
   static const Kernel kernels[2] = {decode_kernel<Steps, T, C, false>,
                                     decode_kernel<Steps, T, C, true>};
-  static const cudaError_t opt_in = [] {
-    for (Kernel k : kernels)
-      if (cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               C::kSmemBytes);
-          e != cudaSuccess)
-        return e;
-    return cudaSuccess;
-  }();
+  static const cudaError_t opt_in =
+      device::allow_shared_memory(C::kSmemBytes, kernels[0], kernels[1]);
   ATTN_CUDA_RETURN(opt_in);
   const dim3 grid(unsigned(plan.splits), unsigned(p.kv_heads * prm.row_tiles), unsigned(p.batch));
   kernels[p.causal ? 1 : 0]<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);

@@ -17,6 +17,7 @@
 
 #include "common/cuda_check.h"
 #include "common/device.h"
+#include "common/device/shared_memory.cuh"
 #include "common/modifiers.h"
 #include "common/problem.h"
 #include "common/status.h"
@@ -77,8 +78,8 @@ Status launch_modified(const Problem& p, const Args& args, const void* q, const 
   using Mods = Hooks<Steps, T, kScore, kRope, kDocuments>;
   constexpr auto kernel = m07::flash_tc_kernel<Warp, T, C, false, true, m07::DenseBatch, Mods>;
   constexpr int kSmem = C::kSmemBytes + Mods::template kExtraSmemBytes<C>;
-  static const cudaError_t opt_in =  // above 48 KB of shared memory a kernel must opt in
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  // Above 48 KB of shared memory a kernel must opt in.
+  static const cudaError_t opt_in = device::allow_shared_memory(kSmem, kernel);
   ATTN_CUDA_RETURN(opt_in);
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;
