@@ -245,6 +245,21 @@ Dims dims_from_npy(const NpyArray& a, const std::string& path, Layout layout) {
 
 }  // namespace
 
+Problem run_problem(const RunOptions& o, const Kernel& kernel, DType dtype, Inputs& in,
+                    std::vector<int64_t>& out_shape, bool& from_files) {
+  from_files = !o.q_path.empty() || !o.k_path.empty() || !o.v_path.empty();
+  if (from_files && (o.q_path.empty() || o.k_path.empty() || o.v_path.empty()))
+    throw UserError("--q, --k and --v go together: give all three .npy files");
+  Problem p = from_files ? problem_from_npy(o, in, out_shape)
+                         : shape_from_options(o.shape, kernel.backend == Backend::cpu || kEmulated);
+  p.dtype = dtype;
+  // .npy inputs are float32; a 16-bit kernel gets them rounded to nearest, and the host
+  // copies are rounded the same way so that --verify compares against the reference on
+  // exactly the values the kernel read (and --out writes those values' result).
+  if (from_files) round_inputs(in, dtype);
+  return p;
+}
+
 Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& out_shape) {
   const Layout layout = parse_layout(o.shape.layout);
   NpyArray q = read_npy(o.q_path), k = read_npy(o.k_path), v = read_npy(o.v_path);
@@ -379,20 +394,10 @@ int cmd_run(const RunOptions& o, std::ostream& out) {
   if (Status s = supports_dtype(kernel, dtype); !s) throw UserError(s.message());
   require_gpu(kernel);
 
-  const bool from_files = !o.q_path.empty() || !o.k_path.empty() || !o.v_path.empty();
-  if (from_files && (o.q_path.empty() || o.k_path.empty() || o.v_path.empty()))
-    throw UserError("--q, --k and --v go together: give all three .npy files");
   Inputs in;
   std::vector<int64_t> out_shape;
-  Problem p = from_files ? problem_from_npy(o, in, out_shape)
-                         : shape_from_options(o.shape, kernel.backend == Backend::cpu || kEmulated);
-  p.dtype = dtype;
-  if (from_files) {
-    // .npy inputs are float32; a 16-bit kernel gets them rounded to nearest, and the host
-    // copies are rounded the same way so that --verify compares against the reference on
-    // exactly the values the kernel read (and --out writes those values' result).
-    round_inputs(in, dtype);
-  }
+  bool from_files = false;
+  const Problem p = run_problem(o, kernel, dtype, in, out_shape, from_files);
   if (Status s = check_problem(kernel, p); !s) throw UserError(s.message());
   require_memory(p, kernel);
   if (!from_files) {

@@ -118,6 +118,11 @@ Problem shape_from_options(const ShapeOptions& s, bool cpu_module);
 // The Problem of --q, --k, --v (.npy files, checked against the shape flags); `in` gets their
 // values, `out_shape` Q's shape (the shape of --out).
 Problem problem_from_npy(const RunOptions& o, Inputs& in, std::vector<int64_t>& out_shape);
+// The dense Problem of `attn run` in type `dtype`: from --q/--k/--v when any is given (all
+// three or a UserError; `in` gets their values rounded to dtype, `from_files` is set), else
+// from the shape flags (`in` left empty).
+Problem run_problem(const RunOptions& o, const Kernel& kernel, DType dtype, Inputs& in,
+                    std::vector<int64_t>& out_shape, bool& from_files);
 
 // ---- Checks before any work --------------------------------------------------------------------
 

@@ -300,15 +300,10 @@ int cmd_run_modified(const RunOptions& o, const Kernel& kernel, std::ostream& ou
   // One seed for Q, K, V and the modifier inputs: a run replays exactly.
   const uint64_t seed = o.seed.value_or(fresh_seed());
 
-  const bool from_files = !o.q_path.empty() || !o.k_path.empty() || !o.v_path.empty();
-  if (from_files && (o.q_path.empty() || o.k_path.empty() || o.v_path.empty()))
-    throw UserError("--q, --k and --v go together: give all three .npy files");
   Inputs in;
   std::vector<int64_t> out_shape;
-  Problem p = from_files ? problem_from_npy(o, in, out_shape)
-                         : shape_from_options(o.shape, kernel.backend == Backend::cpu || kEmulated);
-  p.dtype = dtype;
-  if (from_files) round_inputs(in, dtype);
+  bool from_files = false;
+  Problem p = run_problem(o, kernel, dtype, in, out_shape, from_files);
   if (Status s = check_problem(kernel, p, m); !s) throw UserError(s.message());
   require_host_memory(p.describe() + " " + m.describe(), modifier_host_bytes(p, m, o.verify),
                       std::string("Q, K, V, O, the modifier tensors") +

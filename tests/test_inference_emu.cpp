@@ -18,23 +18,13 @@
 #include "common/paged.h"
 #include "common/paged_runner.h"
 #include "common/registry.h"
+#include "tests/emulated_device_io.h"
 
 using namespace attn;
+using testing::download;
+using testing::upload_output;
 
 namespace {
-
-template <class T>
-std::vector<T> download(const void* device, int64_t count) {
-  std::vector<T> host(size_t(std::max<int64_t>(count, 0)));
-  if (count > 0) cudaMemcpy(host.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost);
-  return host;
-}
-
-// Writes O (rounded to t) to the start of the device buffer.
-void upload_output(const std::vector<double>& o, DType t, void* device) {
-  const std::vector<uint16_t> bits = to_bits16(std::vector<float>(o.begin(), o.end()), t);
-  cudaMemcpy(device, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice);
-}
 
 // What the decode entry point was given, read back from the device.
 PagedInputs read_back(const PagedProblem& p, const PagedDevicePtrs& t) {

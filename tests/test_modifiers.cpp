@@ -16,24 +16,13 @@
 #include "common/random.h"
 #include "common/reference.h"
 #include "common/runner.h"
+#include "tests/host_checks.h"
 
 using namespace attn;
+using testing::expect_error;
+using testing::max_abs_difference;
 
 namespace {
-
-void expect_error(const Status& s, const std::string& expected) {
-  INFO("message: " << s.message());
-  CHECK_FALSE(s.is_ok());
-  CHECK(s.message().find(expected) != std::string::npos);
-  CHECK(s.message().find('\n') == std::string::npos);
-}
-
-double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
 
 std::vector<double> modified(const Problem& p, const ModifierSpec& m, const ModifierInputs& mi,
                              const Inputs& in) {
