@@ -16,29 +16,14 @@
 #include "common/paged.h"
 #include "common/random.h"
 #include "common/registry.h"
+#include "tests/cli_checks.h"
 
 using namespace attn;
+using testing::CliResult;
+using testing::attn_cli;
+using testing::expect_one_line_error;
 
 namespace {
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result attn_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-// A failure must be exactly one line on stderr that contains `expected`.
-void expect_one_line_error(const Result& r, int code, const std::string& expected) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.code == code);
-  CHECK(r.err.find(expected) != std::string::npos);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-}
 
 std::string temp_path(const std::string& name) { return "/tmp/attn_cli_" + name; }
 
@@ -53,14 +38,14 @@ void write_random_npy(const std::string& path, const std::vector<int64_t>& shape
 }  // namespace
 
 TEST_CASE("attn list names every module") {
-  const Result r = attn_cli({"list"});
+  const CliResult r = attn_cli({"list"});
   CHECK(r.code == 0);
   CHECK(r.out.find("reference") != std::string::npos);
   CHECK(r.out.find("naive") != std::string::npos);
 }
 
 TEST_CASE("attn run module 00 (CPU) verifies and times") {
-  const Result r = attn_cli({"run", "--module", "0", "--seq", "20", "--dim", "16", "--heads", "3",
+  const CliResult r = attn_cli({"run", "--module", "0", "--seq", "20", "--dim", "16", "--heads", "3",
                              "--seed", "3", "--verify", "--time", "--iters", "2"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -71,7 +56,7 @@ TEST_CASE("attn run module 00 (CPU) verifies and times") {
 }
 
 TEST_CASE("attn run: separate query and key lengths, BSHD, custom scale") {
-  const Result r = attn_cli({"run", "-m", "0", "--seq-q", "7", "--seq-k", "19", "--dim", "12",
+  const CliResult r = attn_cli({"run", "-m", "0", "--seq-q", "7", "--seq-k", "19", "--dim", "12",
                              "--batch", "2", "--layout", "bshd", "--scale", "0.2", "--verify"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -80,7 +65,7 @@ TEST_CASE("attn run: separate query and key lengths, BSHD, custom scale") {
 }
 
 TEST_CASE("attn run: Composable Kernel spellings (--seq_len, --head_dim, --verify=1, --time=1)") {
-  const Result r = attn_cli({"run", "--module", "0", "--batch", "2", "--heads", "3", "--seq_len",
+  const CliResult r = attn_cli({"run", "--module", "0", "--batch", "2", "--heads", "3", "--seq_len",
                              "20", "--head_dim", "16", "--verify=1", "--time=1", "--iters", "2"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -89,31 +74,31 @@ TEST_CASE("attn run: Composable Kernel spellings (--seq_len, --head_dim, --verif
   CHECK(r.out.find("TFLOP/s") != std::string::npos);
 
   SUBCASE("=0 turns a flag off; true/false work too") {
-    const Result off = attn_cli({"run", "-m", "0", "--seq_len", "9", "--head_dim", "8",
+    const CliResult off = attn_cli({"run", "-m", "0", "--seq_len", "9", "--head_dim", "8",
                                  "--verify=0", "--time=0"});
     INFO(off.out << off.err);
     CHECK(off.code == 0);
     CHECK(off.out.find("PASS") == std::string::npos);
     CHECK(off.out.find("TFLOP/s") == std::string::npos);
     CHECK(off.out.find("ran (add --verify") != std::string::npos);
-    const Result words = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify=true",
+    const CliResult words = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify=true",
                                    "--time=false"});
     CHECK(words.code == 0);
     CHECK(words.out.find("PASS") != std::string::npos);
     CHECK(words.out.find("TFLOP/s") == std::string::npos);
   }
   SUBCASE("the last of a repeated flag wins") {
-    const Result last = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify",
+    const CliResult last = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--verify",
                                   "--verify=0"});
     CHECK(last.code == 0);
     CHECK(last.out.find("PASS") == std::string::npos);
   }
   SUBCASE("--seq_len sets both lengths unless --seq-q / --seq-k are given") {
-    const Result sk = attn_cli({"run", "-m", "0", "--seq_len", "20", "--seq-k", "7", "--dim",
+    const CliResult sk = attn_cli({"run", "-m", "0", "--seq_len", "20", "--seq-k", "7", "--dim",
                                 "8", "--verify=1"});
     CHECK(sk.code == 0);
     CHECK(sk.out.find("Sq=20 Sk=7 D=8") != std::string::npos);
-    const Result sq = attn_cli({"run", "-m", "0", "--seq-q", "5", "--seq_len", "11", "--dim",
+    const CliResult sq = attn_cli({"run", "-m", "0", "--seq-q", "5", "--seq_len", "11", "--dim",
                                 "8", "--verify=1"});
     CHECK(sq.out.find("Sq=5 Sk=11 D=8") != std::string::npos);
   }
@@ -146,7 +131,7 @@ TEST_CASE("attn run: grouped K/V heads that do not divide the heads, or a module
   expect_one_line_error(attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "2"}), 1,
                         "module 00 reads one K/V head per query head");
   // --kv-heads equal to --heads is plain multi-head attention: every module runs it.
-  const Result same = attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "4", "--seq",
+  const CliResult same = attn_cli({"run", "-m", "0", "--heads", "4", "--kv-heads", "4", "--seq",
                                 "9", "--dim", "8", "--verify"});
   CHECK(same.code == 0);
   CHECK(same.out.find("B=1 H=4 Sq=9") != std::string::npos);
@@ -208,7 +193,7 @@ TEST_CASE("attn run --dtype: spellings, the default per module, refusals in one 
   REQUIRE(fake16_registered);
   SUBCASE("f32 and its spellings run module 00; the output shows no dtype") {
     for (const char* dtype : {"f32", "fp32", "float32", "F32"}) {
-      const Result r = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--dtype", dtype,
+      const CliResult r = attn_cli({"run", "-m", "0", "--seq", "9", "--dim", "8", "--dtype", dtype,
                                  "--verify"});
       INFO(dtype << ": " << r.out << r.err);
       CHECK(r.code == 0);
@@ -228,7 +213,7 @@ TEST_CASE("attn run --dtype: spellings, the default per module, refusals in one 
                           "module 00 computes in f32; --dtype bf16 needs a 16-bit module (");
     expect_one_line_error(attn_cli({"run", "-m", "0", "--dtype", "half", "--verify"}), 1,
                           "module 00 computes in f32; --dtype f16 needs a 16-bit module (");
-    const Result r = attn_cli({"run", "-m", "0", "--dtype", "bf16"});
+    const CliResult r = attn_cli({"run", "-m", "0", "--dtype", "bf16"});
     CHECK(r.err.find("98 fake16") != std::string::npos);  // names the registered 16-bit ones
     // The type is checked before the GPU: the same answer on a machine without one.
     expect_one_line_error(attn_cli({"run", "-m", "1", "--dtype", "bf16"}), 1,
@@ -239,7 +224,7 @@ TEST_CASE("attn run --dtype: spellings, the default per module, refusals in one 
                           "module 98 takes f16 or bf16 tensors (--dtype bf16 or f16), not f32");
     // No --dtype: bf16, accepted, so the run gets as far as the device (or, with a GPU, to
     // the fake kernel's own error): not a dtype refusal.
-    const Result r = attn_cli({"run", "-m", "98", "--seq", "16", "--dim", "16"});
+    const CliResult r = attn_cli({"run", "-m", "98", "--seq", "16", "--dim", "16"});
     INFO(r.out << r.err);
     CHECK(r.code == 1);
     CHECK(r.err.find("takes f16 or bf16") == std::string::npos);
@@ -251,7 +236,7 @@ TEST_CASE("attn run --dtype: spellings, the default per module, refusals in one 
 TEST_CASE("attn bench --dtype: modules that do not take it are skipped with a note") {
   REQUIRE(fake16_registered);
   // Decided before the benchmark looks for a GPU, so this runs anywhere.
-  Result r = attn_cli({"bench", "--modules", "1,3", "--dtype", "bf16", "--out",
+  CliResult r = attn_cli({"bench", "--modules", "1,3", "--dtype", "bf16", "--out",
                        temp_path("never.json")});
   INFO(r.out << r.err);
   CHECK(r.out.find("note: skipped: module 01 computes in f32; --dtype bf16") != std::string::npos);
@@ -305,7 +290,7 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
   write_random_npy(q, {2, 3, 9, 8}, 1);
   write_random_npy(k, {2, 3, 13, 8}, 2);
   write_random_npy(v, {2, 3, 13, 8}, 3);
-  const Result r = attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--out", o, "--verify"});
+  const CliResult r = attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--out", o, "--verify"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find("B=2 H=3 Sq=9 Sk=13 D=8") != std::string::npos);
@@ -317,7 +302,7 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
     write_random_npy(q, {5, 4}, 4);
     write_random_npy(k, {6, 4}, 5);
     write_random_npy(v, {6, 4}, 6);
-    const Result r2 = attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--verify"});
+    const CliResult r2 = attn_cli({"run", "-m", "0", "--q", q, "--k", k, "--v", v, "--verify"});
     CHECK(r2.code == 0);
     CHECK(r2.out.find("B=1 H=1 Sq=5 Sk=6 D=4") != std::string::npos);
   }
@@ -349,7 +334,7 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
       std::vector<float> data(2 * 3 * 13 * 8, 0.5f);
       data[17] = bad;
       write_npy(v, {2, 3, 13, 8}, data);
-      const Result r = attn_cli({"run", "-m", "0", "--impl", "solution", "--q", q, "--k", k,
+      const CliResult r = attn_cli({"run", "-m", "0", "--impl", "solution", "--q", q, "--k", k,
                                  "--v", v, "--verify"});
       expect_one_line_error(r, 1, v + ": element 17 is");
       CHECK(r.err.find("finite") != std::string::npos);
@@ -385,7 +370,7 @@ TEST_CASE("attn run on .npy files: verify and write the output") {
 
 TEST_CASE("attn --help and run --help exit 0") {
   CHECK(attn_cli({"--help"}).code == 0);
-  const Result r = attn_cli({"run", "--help"});
+  const CliResult r = attn_cli({"run", "--help"});
   CHECK(r.code == 0);
   CHECK(r.out.find("--seq-q") != std::string::npos);
 }
@@ -411,7 +396,7 @@ const bool zeros_registered = register_kernel(Kernel{90, "zeros", "writes zeros 
 
 TEST_CASE("attn run: a wrong output is not timed (no record speed for a kernel that skips work)") {
   REQUIRE(zeros_registered);
-  const Result r = attn_cli({"run", "-m", "90", "--seq", "33", "--dim", "8", "--verify", "--time",
+  const CliResult r = attn_cli({"run", "-m", "90", "--seq", "33", "--dim", "8", "--verify", "--time",
                              "--iters", "2"});
   INFO(r.out << r.err);
   CHECK(r.code == 1);
@@ -420,7 +405,7 @@ TEST_CASE("attn run: a wrong output is not timed (no record speed for a kernel t
   CHECK(r.out.find("GB/s") == std::string::npos);
   CHECK(r.out.find("not measured, the output is wrong") != std::string::npos);
   // A correct kernel still gets its throughput.
-  const Result ok = attn_cli({"run", "-m", "0", "--seq", "33", "--dim", "8", "--verify", "--time",
+  const CliResult ok = attn_cli({"run", "-m", "0", "--seq", "33", "--dim", "8", "--verify", "--time",
                               "--iters", "2", "--impl", "solution"});
   CHECK(ok.out.find("TFLOP/s") != std::string::npos);
 }
@@ -429,7 +414,7 @@ TEST_CASE("attn run: --iters and --warmup out of range name a readable range") {
   for (const auto& [flag, value, range] :
        {std::tuple{"--iters", "0", ">= 1"}, std::tuple{"--warmup", "-5", ">= 0"},
         std::tuple{"--iters", "99999999999", ">= 1"}}) {
-    const Result r = attn_cli({"run", "-m", "0", flag, value});
+    const CliResult r = attn_cli({"run", "-m", "0", flag, value});
     expect_one_line_error(r, 2, flag);
     CHECK(r.err.find(range) != std::string::npos);
     CHECK(r.err.find("1797693") == std::string::npos);    // DBL_MAX spelled out
@@ -439,19 +424,19 @@ TEST_CASE("attn run: --iters and --warmup out of range name a readable range") {
 }
 
 TEST_CASE("attn run: sizes whose product overflows get one sentence naming the limit") {
-  const Result r = attn_cli({"run", "-m", "0", "--batch", "2147483647", "--heads", "2147483647"});
+  const CliResult r = attn_cli({"run", "-m", "0", "--batch", "2147483647", "--heads", "2147483647"});
   expect_one_line_error(r, 1, "2^31-1");
   CHECK(r.err.find("vector") == std::string::npos);
   CHECK(r.err.find("bad_alloc") == std::string::npos);
   // Rows that fit the index but not the host: the host limit is named before allocating.
-  const Result big = attn_cli({"run", "-m", "0", "--seq", "200000000", "--dim", "256",
+  const CliResult big = attn_cli({"run", "-m", "0", "--seq", "200000000", "--dim", "256",
                                "--verify"});
   expect_one_line_error(big, 1, "of host memory");
   CHECK(big.err.find("available") != std::string::npos);
 }
 
 TEST_CASE("attn list: columns line up whatever the module names") {
-  const Result r = attn_cli({"list"});
+  const CliResult r = attn_cli({"list"});
   std::istringstream lines(r.out);
   std::string header, line;
   std::getline(lines, header);
@@ -512,7 +497,7 @@ namespace {
 
 // A run that passed every check before the GPU: without one it says so, with one the fake
 // entry point answers.
-void expect_reached_the_gpu(const Result& r, const char* entry_error) {
+void expect_reached_the_gpu(const CliResult& r, const char* entry_error) {
   INFO(r.out << r.err);
   CHECK(r.code == 1);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
@@ -542,7 +527,7 @@ TEST_CASE("inference module: registered by the macro, 16-bit, refuses dense prob
   const Status s = k->supports(dense);
   CHECK(s.message().find("--seqlens-k 1,17,4096") != std::string::npos);
   CHECK(s.message().find("--varlen") != std::string::npos);
-  const Result list = attn_cli({"list"});
+  const CliResult list = attn_cli({"list"});
   CHECK(list.out.find("fake_inference") != std::string::npos);
 }
 
@@ -752,7 +737,7 @@ TEST_CASE("attn bench on an inference module: decode flags checked before the GP
                         "none of the modules benchmarked here is one");
   expect_one_line_error(attn_cli({"bench", "--modules", "3", "--shuffle-pages", "--out", json}), 1,
                         "--shuffle-pages sets the decode shapes");
-  const Result f32 = attn_cli({"bench", "--modules", "97", "--dtype", "f32", "--out", json});
+  const CliResult f32 = attn_cli({"bench", "--modules", "97", "--dtype", "f32", "--out", json});
   CHECK(f32.out.find("note: skipped: module 97 takes f16 or bf16 tensors") != std::string::npos);
   expect_one_line_error(f32, 1, "none of the modules to benchmark takes --dtype f32");
   if (cuda_device_count() > 0) return;  // below: what a machine without a GPU says
@@ -789,7 +774,7 @@ TEST_CASE("attn run / bench: module 12's flags, checked before any device work")
   expect_one_line_error(attn_cli({"bench", "--modules", "7", "--alibi"}), 1,
                         "--alibi needs module 12 (modifiers); none of the modules benchmarked "
                         "here has them");
-  const Result r = attn_cli({"bench", "--modules", "7,12", "--window", "1024"});
+  const CliResult r = attn_cli({"bench", "--modules", "7,12", "--window", "1024"});
   expect_one_line_error(r, 1, "--window needs --causal");
   CHECK(r.out.empty());  // the error comes before any note
 }

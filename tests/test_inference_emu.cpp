@@ -18,9 +18,12 @@
 #include "common/paged.h"
 #include "common/paged_runner.h"
 #include "common/registry.h"
+#include "tests/cli_checks.h"
 #include "tests/emulated_device_io.h"
 
 using namespace attn;
+using testing::CliResult;
+using testing::attn_cli;
 using testing::download;
 using testing::upload_output;
 
@@ -94,16 +97,6 @@ const Kernel& stand_in() {
   return *find_kernel(96, Impl::solution);
 }
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result attn_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 }  // namespace
 
@@ -166,7 +159,7 @@ TEST_CASE("check_prefill: the stand-in passes; run_decode returns O in Q's layou
 TEST_CASE("attn run on an inference module, emulated: --verify, --out, --time") {
   planted = Bug::none;
   const std::string o = "/tmp/attn_emu_decode_o.npy";
-  Result r = attn_cli({"run", "-m", "96", "--seqlens-k", "1,17,100", "--heads", "4", "--kv-heads",
+  CliResult r = attn_cli({"run", "-m", "96", "--seqlens-k", "1,17,100", "--heads", "4", "--kv-heads",
                        "2", "--dim", "16", "--seq-q", "2", "--causal", "--shuffle-pages",
                        "--page-size", "8", "--seed", "3", "--verify", "--out", o, "--time"});
   INFO(r.out << r.err);

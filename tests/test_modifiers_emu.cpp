@@ -23,9 +23,13 @@
 #include "common/random.h"
 #include "common/reference.h"
 #include "common/registry.h"
+#include "tests/cli_checks.h"
 #include "tests/emulated_device_io.h"
 
 using namespace attn;
+using testing::CliResult;
+using testing::attn_cli;
+using testing::expect_one_line_error;
 using testing::download;
 using testing::upload_output;
 
@@ -141,26 +145,8 @@ const Kernel& plain_stand_in() {
   return *find_kernel(94, Impl::solution);
 }
 
-struct Result {
-  int code;
-  std::string out, err;
-};
 
-Result attn_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-// A failure must be exactly one line on stderr that contains `expected`.
-void expect_one_line_error(const Result& r, int code, const std::string& expected) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.code == code);
-  CHECK(r.err.find(expected) != std::string::npos);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-}
-
-void expect_pass(const Result& r, const std::string& header) {
+void expect_pass(const CliResult& r, const std::string& header) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find(header) != std::string::npos);
@@ -416,7 +402,7 @@ TEST_CASE("attn run: --bias and --segments from .npy files") {
 
 TEST_CASE("attn run: a wrong kernel fails with the hint; --out, --time; plain runs") {
   planted = Bug::score_skipped;
-  Result r = attn_cli({"run", "-m", "95", "--seq", "40", "--heads", "2", "--dim", "16",
+  CliResult r = attn_cli({"run", "-m", "95", "--seq", "40", "--heads", "2", "--dim", "16",
                        "--softcap", "1", "--seed", "1", "--verify"});
   INFO(r.out << r.err);
   CHECK(r.code == 1);
@@ -503,7 +489,7 @@ TEST_CASE("attn bench: modifier flags are checked before anything runs") {
 TEST_CASE("attn bench, emulated: module 95 with a window beside a plain module, in the JSON") {
   planted = Bug::none;
   const std::string json = "/tmp/attn_emu_modifier_bench.json";
-  const Result r = attn_cli({"bench", "--modules", "94,95", "--preset", "quick", "--causal",
+  const CliResult r = attn_cli({"bench", "--modules", "94,95", "--preset", "quick", "--causal",
                              "--window", "64", "--iters", "3", "--warmup", "0", "--out", json});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
