@@ -10,9 +10,10 @@
 //                 the same way once, before the loop (block_tiles);
 //   2. score      the modifier on each score, before the running max (README, section 1);
 //   3. mask       -inf for every key a row does not see, on partial tiles only.
-// RoPE (README, section 3): every thread rotates the 16-byte chunks of Q and K it copied
-// itself, right after its own cp.async wait and before the barrier that publishes them: no
-// extra barrier, and each tile is rotated once per block however many warps read it.
+// RoPE (README, section 3): every thread rotates the 16-byte chunks of Q it copied itself,
+// right after its own cp.async wait and before the barrier that publishes them (no extra
+// barrier); K is rotated once per call before the kernel (entry_points.cuh), or, in the fully
+// fused rung, tile by tile the same way as Q.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -73,7 +74,7 @@ struct Args {
 // to ~1e-6 turns, more than one float's 24 bits give at that size); z, w = cos and sin of the
 // angle between two rows a thread rotates (kRowStep positions apart), to step from one row to
 // the next with four FMAs instead of two MUFU instructions. Built on the host (rope_table in
-// entry_points.cuh), read through Args::rope.
+// entry_points.cuh), read through Args::rope_table.
 constexpr int kMaxRopeFrequencies = 64;  // head_dim / 2
 
 template <class T>
@@ -97,8 +98,9 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float&
   __sincosf(turns * 6.28318530717958647692f, &s, &c);
 }
 
-// Key range [lo, hi) of sequence entry b in which the nondecreasing ids seg[0 .. n) equal
-// [first_id, last_id]: two binary searches.
+// The first index of the nondecreasing ids seg[0 .. n) whose id is at least `id` (n if none),
+// by binary search. block_tiles asks twice: where the block's first document starts among
+// the keys, and where the document after its last one starts.
 __device__ __forceinline__ int first_at_least(const int32_t* seg, int n, int id) {
   int lo = 0, hi = n;
   while (lo < hi) {
@@ -163,7 +165,7 @@ struct Hooks {
       const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
       const TileClass d = Steps::classify_documents(__ldg(sq + warp_q0), __ldg(sq + r_hi),
                                                     __ldg(sk + key0), __ldg(sk + k_hi));
-      c = d == TileClass::masked ? d : d == TileClass::partial ? d : c;
+      if (d != TileClass::full) c = d;  // the AND: masked or partial wins over full
     }
     active = c != TileClass::masked;
     partial = c != TileClass::full || key0 + BC > p.seq_k;
