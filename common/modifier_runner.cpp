@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/half.h"
 
@@ -49,22 +50,9 @@ Status check_problem(const Kernel& kernel, const Problem& p, const ModifierSpec&
 // ---------------------------------------------------------------------------------------------
 // Device tensors
 
-ModifierDeviceTensors::ModifierDeviceTensors(const Problem& p, const ModifierSpec& m,
-                                             const Inputs& in, const ModifierInputs& mi,
-                                             int64_t o_guard)
-    : p_(p), m_(m) {
-  q_ = upload16(in.q, p.dtype);
-  k_ = upload16(in.k, p.dtype);
-  v_ = upload16(in.v, p.dtype);
-  o_ = DeviceBuffer<uint16_t>(size_t(p.o_elements() + o_guard));
-  if (m.score == ScoreMod::bias) {
-    bias_ = upload16(mi.bias, p.dtype);
-    tensors_.bias = bias_.get();
-    // A broadcast axis has stride 0: every batch entry (or head) reads the same values.
-    const int64_t per_head = int64_t(p.seq_q) * p.seq_k;
-    tensors_.bias_head_stride = m.bias_per_head ? per_head : 0;
-    tensors_.bias_batch_stride = m.bias_per_batch ? (m.bias_per_head ? p.heads : 1) * per_head : 0;
-  }
+ModifierBuffers::ModifierBuffers(const Problem& p, const ModifierSpec& m,
+                                 const ModifierInputs& mi) {
+  if (m.score == ScoreMod::bias) use_device_bias(p, m, upload16(mi.bias, p.dtype));
   if (m.documents) {
     seg_q_ = DeviceBuffer<int32_t>(mi.seg_q);
     seg_k_ = DeviceBuffer<int32_t>(mi.seg_k);
@@ -77,11 +65,31 @@ ModifierDeviceTensors::ModifierDeviceTensors(const Problem& p, const ModifierSpe
   }
 }
 
+void ModifierBuffers::use_device_bias(const Problem& p, const ModifierSpec& m,
+                                      DeviceBuffer<uint16_t> bias) {
+  bias_ = std::move(bias);
+  tensors_.bias = bias_.get();
+  // A broadcast axis has stride 0: every batch entry (or head) reads the same values.
+  const int64_t per_head = int64_t(p.seq_q) * p.seq_k;
+  tensors_.bias_head_stride = m.bias_per_head ? per_head : 0;
+  tensors_.bias_batch_stride = m.bias_per_batch ? (m.bias_per_head ? p.heads : 1) * per_head : 0;
+}
+
+ModifierDeviceTensors::ModifierDeviceTensors(const Problem& p, const ModifierSpec& m,
+                                             const Inputs& in, const ModifierInputs& mi,
+                                             int64_t o_guard)
+    : p_(p), m_(m), mods_(p, m, mi) {
+  q_ = upload16(in.q, p.dtype);
+  k_ = upload16(in.k, p.dtype);
+  v_ = upload16(in.v, p.dtype);
+  o_ = DeviceBuffer<uint16_t>(size_t(p.o_elements() + o_guard));
+}
+
 void ModifierDeviceTensors::poison_output() { o_.poison(); }
 
 Status ModifierDeviceTensors::forward(const Kernel& kernel, cudaStream_t stream) {
   if (Status s = require_modifiers(kernel); !s) return s;
-  return kernel.modifiers->forward(p_, m_, tensors_, q_.get(), k_.get(), v_.get(), o_.get(),
+  return kernel.modifiers->forward(p_, m_, mods_.tensors(), q_.get(), k_.get(), v_.get(), o_.get(),
                                    stream);
 }
 

@@ -26,14 +26,33 @@ namespace attn {
 // rules (validate(p)), the modifier rules (validate(p, m)), the module's supports(p, m).
 Status check_problem(const Kernel& kernel, const Problem& p, const ModifierSpec& m);
 
-// Q, K, V, O in p.dtype (16-bit: the modifier module takes f16 and bf16) and the modifier
-// tensors on the device:
+// The device copies of the tensors the modifiers read, and the ModifierTensors that point at
+// them (null where m uses none):
 //   bias      p.dtype, [batch or 1][heads or 1][seq_q][seq_k]; bias_batch_stride is
 //             (heads or 1) * seq_q * seq_k when the bias has a batch axis, else 0;
 //             bias_head_stride is seq_q * seq_k when it has a head axis, else 0; rows dense
 //   seg_q/k   int32 [batch][seq_q] and [batch][seq_k]
 //   rel_bias  fp32 [heads][seq_q + seq_k - 1], relative_bias_by_distance of the T5 table
-// Pointers of modifiers m does not use are null in tensors().
+class ModifierBuffers {
+ public:
+  ModifierBuffers() = default;
+  // Uploads what m uses from mi (the bias converted to p.dtype). Throws CudaError, or
+  // std::invalid_argument for an f32 problem with a bias.
+  ModifierBuffers(const Problem& p, const ModifierSpec& m, const ModifierInputs& mi);
+  // Takes a bias already on the device (p.dtype, bias_elements(p, m) values; a benchmark fills
+  // large ones there) in place of an uploaded one, with m's strides.
+  void use_device_bias(const Problem& p, const ModifierSpec& m, DeviceBuffer<uint16_t> bias);
+  const ModifierTensors& tensors() const { return tensors_; }
+
+ private:
+  DeviceBuffer<uint16_t> bias_;
+  DeviceBuffer<int32_t> seg_q_, seg_k_;
+  DeviceBuffer<float> rel_bias_;
+  ModifierTensors tensors_;
+};
+
+// Q, K, V, O in p.dtype (16-bit: the modifier module takes f16 and bf16) and the modifier
+// tensors on the device (ModifierBuffers).
 class ModifierDeviceTensors {
  public:
   // Uploads everything (converted to p.dtype) and allocates O with p.o_elements() elements
@@ -46,15 +65,13 @@ class ModifierDeviceTensors {
   // kernel.modifiers->forward on these buffers; an error when the kernel has no such entry.
   Status forward(const Kernel& kernel, cudaStream_t stream);
   std::vector<float> output() const;  // O and its guard as floats
-  const ModifierTensors& tensors() const { return tensors_; }
+  const ModifierTensors& tensors() const { return mods_.tensors(); }
 
  private:
   Problem p_;
   ModifierSpec m_;
-  DeviceBuffer<uint16_t> q_, k_, v_, o_, bias_;
-  DeviceBuffer<int32_t> seg_q_, seg_k_;
-  DeviceBuffer<float> rel_bias_;
-  ModifierTensors tensors_;
+  DeviceBuffer<uint16_t> q_, k_, v_, o_;
+  ModifierBuffers mods_;
 };
 
 // Like run_kernel (common/runner.h): checks the problem and the inputs (their sizes, and

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/10_decoding/device_fill.cuh"
@@ -40,34 +41,6 @@ using namespace attn;
 void check_status(const Status& s) {
   if (!s) throw std::runtime_error(s.message());
 }
-
-// The device side of one problem's modifier tensors.
-struct DeviceMods {
-  DeviceBuffer<uint16_t> bias;
-  DeviceBuffer<int32_t> seg_q, seg_k;
-  DeviceBuffer<float> rel;
-  ModifierTensors t;
-
-  DeviceMods(const Problem& p, const ModifierSpec& m, const ModifierInputs& mi) {
-    if (m.score == ScoreMod::bias) {
-      bias = DeviceBuffer<uint16_t>(to_bits16(mi.bias, p.dtype));
-      t.bias = bias.get();
-      t.bias_head_stride = m.bias_per_head ? int64_t(p.seq_q) * p.seq_k : 0;
-      t.bias_batch_stride =
-          m.bias_per_batch ? int64_t(m.bias_per_head ? p.heads : 1) * p.seq_q * p.seq_k : 0;
-    }
-    if (m.documents) {
-      seg_q = DeviceBuffer<int32_t>(mi.seg_q);
-      seg_k = DeviceBuffer<int32_t>(mi.seg_k);
-      t.seg_q = seg_q.get();
-      t.seg_k = seg_k.get();
-    }
-    if (m.score == ScoreMod::relative) {
-      rel = DeviceBuffer<float>(relative_bias_by_distance(p, m, mi.rel_table));
-      t.rel_bias = rel.get();
-    }
-  }
-};
 
 struct Variant {
   std::string name;
@@ -230,11 +203,11 @@ int main(int argc, char** argv) {
           // The bias ([1, 1, N, N]: up to 512 MB) is filled on the device, not from mi.
           ModifierSpec no_bias = m;
           if (m.score == ScoreMod::bias) no_bias.score = ScoreMod::none;
-          DeviceMods mods(p, no_bias, mi);
+          ModifierBuffers mods(p, no_bias, mi);
           if (m.score == ScoreMod::bias) {
-            mods.bias = DeviceBuffer<uint16_t>(size_t(n) * n);
-            bench10::fill_random(mods.bias.get(), mods.bias.size(), 4, p.dtype);
-            mods.t.bias = mods.bias.get();
+            DeviceBuffer<uint16_t> bias(bias_elements(p, m));
+            bench10::fill_random(bias.get(), bias.size(), 4, p.dtype);
+            mods.use_device_bias(p, m, std::move(bias));
           }
           using Steps = m12::solution::ModifierSteps;
           const double ms =
@@ -242,8 +215,8 @@ int main(int argc, char** argv) {
                   [&](cudaStream_t s) {
                     check_status(var.rope_in_tiles
                                      ? m12::forward<Steps, m12::RopeWhere::q_and_k>(
-                                           p, m, mods.t, q.get(), k.get(), v.get(), o.get(), s)
-                                     : m12::solution::forward(p, m, mods.t, q.get(), k.get(),
+                                           p, m, mods.tensors(), q.get(), k.get(), v.get(), o.get(), s)
+                                     : m12::solution::forward(p, m, mods.tensors(), q.get(), k.get(),
                                                               v.get(), o.get(), s));
                   },
                   warmup, iters)
