@@ -26,7 +26,10 @@ bool Kernel::accepts(DType t) const {
   return t == DType::f32 ? forward != nullptr : forward16 != nullptr || inference != nullptr;
 }
 
-DType Kernel::native_dtype() const { return forward ? DType::f32 : DType::bf16; }
+DType Kernel::native_dtype() const {
+  if (backward && forward16) return DType::bf16;
+  return forward ? DType::f32 : DType::bf16;
+}
 
 Status refuse_dense_problem(const Problem& p) {
   return Status::error(p.describe() + " is a dense problem; this module runs inference: decode "

@@ -48,6 +48,10 @@ struct ModifierEntry {
                     const void* q, const void* k, const void* v, void* o, cudaStream_t stream);
 };
 
+// The entry points of the backward module (module 11, common/backward.h): the forward that
+// keeps the log-sum-exp, and dQ, dK, dV.
+struct BackwardEntry;
+
 struct Kernel {
   int module = 0;           // 0, 1, 2, ...
   std::string name;         // "naive"
@@ -63,13 +67,17 @@ struct Kernel {
   // The modifier module's entry point (module 12); nullptr for the others. Such a module also
   // has forward16 for plain problems (no modifier).
   const ModifierEntry* modifiers = nullptr;
+  // The backward module's entry points (module 11); nullptr for the others. Such a module also
+  // has forward16 (and may have forward) for plain problems, the forward alone.
+  const BackwardEntry* backward = nullptr;
 
   std::string label() const;  // "01_naive/solution"
   // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16 or
   // the inference entry points (16-bit only, as serving engines run them).
   bool accepts(DType t) const;
   // The type the CLI and the benchmark use when none is asked for: f32 when the module has
-  // an fp32 forward, else bf16 (the usual training/inference type on Ampere and Hopper).
+  // an fp32 forward, else bf16 (the usual training/inference type on Ampere and Hopper); bf16
+  // for the backward module even when it has an fp32 forward too (training runs in bf16).
   DType native_dtype() const;
 };
 
@@ -130,4 +138,16 @@ const Kernel* find_kernel(int module, Impl impl);
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
       number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
       forward16_fn, nullptr, &(entry)});                                                   \
+  }
+
+// Registers the backward module (module 11): forward_fn (fp32, may be nullptr) and forward16_fn
+// run plain problems, `entry` (a `static const attn::BackwardEntry`) the forward with the
+// log-sum-exp and the backward: `attn run --module 11 --backward`. It takes f32 (when
+// forward_fn is given), f16 and bf16 tensors, bf16 by default.
+#define ATTN_REGISTER_MODULE_BACKWARD(number, name, title, supports_fn, forward_fn,           \
+                                      forward16_fn, entry)                                  \
+  namespace {                                                                              \
+  const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, forward_fn,  \
+      forward16_fn, nullptr, nullptr, &(entry)});                                          \
   }
