@@ -101,7 +101,7 @@ bool check_decode(const PagedProblem& p, bool shuffle, const char* lesson, float
                "but the same both ways) (" + kGqa + ")";
   }
   FAIL_CHECK(c.summary() << "\n  first bad element (b, h = head, i = token, d) = " << c.first_bad.str()
-                         << "; read " << lesson << hints);
+                         << "; read " << std::string(lesson) << hints);
   return false;
 }
 
@@ -128,7 +128,7 @@ bool check_prefill(const VarlenProblem& p, const char* lesson = kPrefill) {
   if (r.guard_writes > 0) hints += "\n  - writes past the end of O: a q_start or q_len too large";
   hints += "\n  - sequence b's rows start at cu_seqlens_q[b] (queries) and cu_seqlens_k[b] "
            "(keys); each sequence sees only its own keys";
-  FAIL_CHECK(r.comparison.summary() << "; read " << lesson << hints);
+  FAIL_CHECK(r.comparison.summary() << "; read " << std::string(lesson) << hints);
   return false;
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("append_kv writes the new tokens' K and V to their pages, and nothing 
   CHECK_MESSAGE(wrong == 0, wrong << " cache elements differ from the old cache with the new "
                                      "rows at positions seqlens_k[b] - seq_q + t: key_offset "
                                      "(append_kv writes through it) addresses the wrong row; read "
-                                  << kAppend);
+                                  << std::string(kAppend));
 }
 
 TEST_CASE("a decoding loop: append a token, attend, for 20 steps, against the reference") {
@@ -292,7 +292,7 @@ TEST_CASE("a decoding loop: append a token, attend, for 20 steps, against the re
     const InferenceCheck r = attn::check_decode(kernel(), p, in);
     CHECK_MESSAGE(r.passed(), "step " << step << ": " << (r.status ? r.comparison.summary()
                                                                    : r.status.message())
-                                      << "; read " << kAppend);
+                                      << "; read " << std::string(kAppend));
     if (!r.passed()) break;
   }
 }

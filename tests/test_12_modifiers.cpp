@@ -55,14 +55,14 @@ bool check(const Problem& p, const ModifierSpec& m, const char* lesson, float ra
   const ModifierCheck r = check_modified(kernel(), p, m, in, mi);
   if (r.passed()) return true;
   if (!r.status) {
-    FAIL_CHECK("forward() failed: " << r.status.message() << "\n  read " << lesson);
+    FAIL_CHECK("forward() failed: " << r.status.message() << "\n  read " << std::string(lesson));
     return false;
   }
   std::string hints;
   if (r.guard_writes > 0)
     hints += "\n  - " + std::to_string(r.guard_writes) + " values were written past the end of O";
   for (const std::string& h : diagnose_modified(p, m, mi, in, r)) hints += "\n  - " + h;
-  FAIL_CHECK("wrong output: " << r.comparison.summary() << hints << "\n  read " << lesson);
+  FAIL_CHECK("wrong output: " << r.comparison.summary() << hints << "\n  read " << std::string(lesson));
   return false;
 }
 
@@ -246,7 +246,7 @@ TEST_CASE("tile classification on its own: sound, and exact where the corners de
                  << class_name(want)
                  << (wrong ? ": a wrong answer (visible pairs skipped, or masked pairs left in)"
                            : ": correct but slow (the tile could be skipped or run unmasked)")
-                 << "\n  read " << kMasks);
+                 << "\n  read " << std::string(kMasks));
     }
   }
 }

@@ -253,10 +253,13 @@ struct DenseBatch {
 };
 
 // Module 12 (modules/12_modifiers/modifier_hooks.cuh) adds score modifiers, masks and RoPE
-// through a Mods type with hooks at the marked places (`Mods::kActive`); NoModifiers, the
-// default, compiles to the kernel without them.
+// through a Mods type with hooks at the marked places (`Mods::kActive`); module 11
+// (modules/11_backward/save_lse.cuh) has the epilogue hand each row's statistics to
+// Mods::store_lse (`Mods::kStoresLse`), the log-sum-exp its backward recomputes P from.
+// NoModifiers, the default, compiles to the kernel without either.
 struct NoModifiers {
   static constexpr bool kActive = false;
+  static constexpr bool kStoresLse = false;
   struct Args {};
   template <class C>
   static constexpr int kExtraSmemBytes = 0;
@@ -493,6 +496,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     for (int r = 0; r < 2; ++r) {
       const float sum = device::group_sum<4>(l[mt][r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key: 0, not 0/0
+      if constexpr (Mods::kStoresLse)  // module 11: m (base 2, scaled) and the row's sum
+        if (tq == 0) Mods::store_lse(mods, p, b, h, q0 + warp * C::kWarpRows + 16 * mt + g + 8 * r,
+                                     m[mt][r], sum);
     }
     const int row = warp * C::kWarpRows + 16 * mt + g;
 #pragma unroll
@@ -520,10 +526,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 }
 
 // Launches one configuration for p.dtype (T) and p.causal; picks 16-byte copies when every
-// row of Q, K, V and O starts on a 16-byte boundary and head_dim % 8 == 0.
-template <class Warp, class T, class C, class Batch = DenseBatch>
+// row of Q, K, V and O starts on a 16-byte boundary and head_dim % 8 == 0. Mods: a type
+// without score hooks (kActive false), e.g. module 11's SaveLse.
+template <class Warp, class T, class C, class Batch = DenseBatch, class Mods = NoModifiers>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream, typename Batch::Args batch = {}) {
+                     cudaStream_t stream, typename Batch::Args batch = {},
+                     typename Mods::Args mods = {}) {
+  static_assert(!Mods::kActive, "module 12 launches its hooked kernels itself");
   // The kernels need sm_80 (mma_primitives.cuh); the course also builds for sm_75.
   if (Status s = require_sm80("module 07"); !s) return s;  // common/device.h
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
@@ -534,13 +543,14 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                    rows_aligned16(o, p.o, 2);
   const float scale_log2 = p.softmax_scale() * kLog2e;
   using Kernel = void (*)(Problem, float, int, const uint16_t*, const uint16_t*,
-                          const uint16_t*, uint16_t*, typename Batch::Args, NoModifiers::Args);
+                          const uint16_t*, uint16_t*, typename Batch::Args,
+                          typename Mods::Args);
   // [causal][vec]
   static const Kernel kernels[2][2] = {
-      {flash_tc_kernel<Warp, T, C, false, false, Batch>,
-       flash_tc_kernel<Warp, T, C, false, true, Batch>},
-      {flash_tc_kernel<Warp, T, C, true, false, Batch>,
-       flash_tc_kernel<Warp, T, C, true, true, Batch>}};
+      {flash_tc_kernel<Warp, T, C, false, false, Batch, Mods>,
+       flash_tc_kernel<Warp, T, C, false, true, Batch, Mods>},
+      {flash_tc_kernel<Warp, T, C, true, false, Batch, Mods>,
+       flash_tc_kernel<Warp, T, C, true, true, Batch, Mods>}};
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = device::allow_shared_memory(
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
@@ -549,7 +559,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                                            stream>>>(
       p, scale_log2, int(query_blocks), static_cast<const uint16_t*>(q),
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o),
-      batch, NoModifiers::Args{});
+      batch, mods);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }

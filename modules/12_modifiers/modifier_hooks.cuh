@@ -117,6 +117,7 @@ __device__ __forceinline__ int first_at_least(const int32_t* seg, int n, int id)
 template <class Steps, class T, ScoreMod kScore, RopeWhere kRope, bool kDocuments>
 struct Hooks {
   static constexpr bool kActive = true;
+  static constexpr bool kStoresLse = false;
   using Args = m12::Args;
   // The bias tile has one buffer per K stage (two_stage: 2, fa2: 1): it travels with K.
   template <class C>

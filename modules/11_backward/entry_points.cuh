@@ -1,0 +1,228 @@
+// Module 11, given: the launches. Defined once for the exercise and the solution:
+//   ATTN_M11_DEFINE_ENTRY_POINTS(BackwardSteps)
+// inside namespace attn::m11::ATTN_IMPL defines forward, forward16, forward_lse and backward
+// there (backward_attention.h).
+//
+// The forward with the log-sum-exp: fp32 tensors run forward_rows_kernel; f16/bf16 run module
+// 07's kernel (its production configurations, module 07's solution as the warp step) with
+// SaveLse as its epilogue hook. The backward: prepare_rows_kernel (D and lse in base 2), then
+//   Path::rows          dkdv_rows_kernel + dq_rows_kernel (the fp32 rung; any type);
+//   Path::tensor_cores  flash_bwd_kernel + store_dq_kernel (f16/bf16).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/cuda_check.h"
+#include "common/device.h"
+#include "common/device/head_dim.cuh"
+#include "common/device/shared_memory.cuh"
+#include "common/problem.h"
+#include "common/status.h"
+#include "modules/07_tensor_cores/tensor_core_kernel.cuh"
+#include "modules/11_backward/backward_attention.h"
+#include "modules/11_backward/backward_kernel.cuh"
+#include "modules/11_backward/rows_kernels.cuh"
+
+// Module 07's solution of the warp step, in a namespace of its own (m07::backward_warp), as
+// modules 10 and 12 do: module 07's own exercise defines a different WarpMma.
+#pragma push_macro("ATTN_IMPL")
+#undef ATTN_IMPL
+#define ATTN_IMPL backward_warp
+#include "solutions/07_tensor_cores/warp_mma.cuh"
+#pragma pop_macro("ATTN_IMPL")
+
+namespace attn::m11 {
+
+// Module 07's epilogue hook (tensor_core_kernel.cuh, `Mods::kStoresLse`): each row's running
+// max m (base 2, scaled) and sum become its log-sum-exp through Steps::log_sum_exp.
+template <class Steps>
+struct SaveLse : m07::NoModifiers {
+  static constexpr bool kStoresLse = true;
+  struct Args {
+    float* lse;
+  };
+  static __device__ __forceinline__ void store_lse(const Args& a, const Problem& p, int b, int h,
+                                                   int row, float m_log2, float sum) {
+    if (row < p.seq_q) a.lse[(int64_t(b) * p.heads + h) * p.seq_q + row] =
+        Steps::log_sum_exp(m_log2, sum);
+  }
+};
+
+enum class Path { rows, tensor_cores };
+
+template <class T>
+RowsArgs<T> rows_args(const Problem& p, const void* q, const void* k, const void* v,
+                      const void* o, const void* dout) {
+  RowsArgs<T> a{};
+  a.p = p;
+  a.q = static_cast<const T*>(q), a.k = static_cast<const T*>(k);
+  a.v = static_cast<const T*>(v), a.o = static_cast<const T*>(o);
+  a.dout = static_cast<const T*>(dout);
+  a.scale = p.softmax_scale();
+  a.scale_log2 = a.scale * kLog2e;
+  a.rows_pad = padded_rows(p.seq_q);
+  return a;
+}
+
+inline unsigned row_grid(int rows, int64_t heads) {
+  return unsigned((rows + kRowThreads - 1) / kRowThreads * heads);
+}
+
+// Calls launch(T{}) with T the element type of p.dtype.
+template <class Launch>
+Status with_type(DType t, Launch&& launch) {
+  if (t == DType::f32) return launch(float{});
+  if (t == DType::f16) return launch(__half{});
+  return launch(__nv_bfloat16{});
+}
+
+inline Status check_grid(const Problem& p) {
+  const int64_t rows = int64_t(padded_rows(p.seq_q)) * p.batch * p.heads;
+  if (rows / kPrepareWarps + 1 > 0x7fffffff || int64_t(row_grid(p.seq_k, 1)) * p.batch * p.heads > 0x7fffffff)
+    return Status::error("module 11: more than 2^31 - 1 blocks");
+  return Status::ok();
+}
+
+template <class Steps>
+Status forward_lse(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                   float* lse, cudaStream_t stream) {
+  if (Status s = supports(p); !s) return s;
+  if (Status s = check_grid(p); !s) return s;
+  if (p.dtype != DType::f32) {
+    using Warp = m07::backward_warp::WarpMma;
+    const typename SaveLse<Steps>::Args args{lse};
+    return with_type(p.dtype, [&](auto t) -> Status {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, float>) {
+        return Status::error("unreachable");
+      } else {
+        if (p.head_dim <= 64)
+          return m07::launch_config<Warp, T, m07::Config64, m07::DenseBatch, SaveLse<Steps>>(
+              p, q, k, v, o, stream, {}, args);
+        return m07::launch_config<Warp, T, m07::Config128, m07::DenseBatch, SaveLse<Steps>>(
+            p, q, k, v, o, stream, {}, args);
+      }
+    });
+  }
+  RowsArgs<float> a = rows_args<float>(p, q, k, v, nullptr, nullptr);
+  return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) -> Status {
+    forward_rows_kernel<Steps, float, decltype(d)::value>
+        <<<row_grid(p.seq_q, int64_t(p.batch) * p.heads), kRowThreads, 0, stream>>>(
+            a, static_cast<float*>(o), lse, (p.seq_q + kRowThreads - 1) / kRowThreads);
+    ATTN_CUDA_RETURN(cudaGetLastError());
+    return Status::ok();
+  });
+}
+
+// The fp32 sums of the tensor-core kernel's dQ products, lse in base 2 and D: scratch memory
+// of one backward call, allocated and freed on its stream.
+struct Scratch {
+  float* rows = nullptr;  // lse2 | delta, each batch * heads * rows_pad
+  float* dq_sum = nullptr;
+  cudaStream_t stream = nullptr;
+  ~Scratch() {
+    if (rows) cudaFreeAsync(rows, stream);
+    if (dq_sum) cudaFreeAsync(dq_sum, stream);
+  }
+};
+
+template <class Steps, class T, int D>
+Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream) {
+  const Problem& p = a.p;
+  if (Status s = require_sm80("module 11"); !s) return s;
+  using C = BwdConfig<D, 64, D == 64 ? 2 : 2>;
+  const int64_t sums = int64_t(p.batch) * p.heads * a.rows_pad * D;
+  ATTN_CUDA_RETURN(cudaMallocAsync(&scratch.dq_sum, sums * sizeof(float), stream));
+  ATTN_CUDA_RETURN(cudaMemsetAsync(scratch.dq_sum, 0, sums * sizeof(float), stream));
+  const bool vec = p.head_dim % 8 == 0 && rows_aligned16(a.q, p.q, 2) &&
+                   rows_aligned16(a.k, p.k, 2) && rows_aligned16(a.v, p.v, 2) &&
+                   rows_aligned16(a.dout, p.o, 2) && rows_aligned16(a.dk, p.k, 2) &&
+                   rows_aligned16(a.dv, p.v, 2);
+  using Kernel = void (*)(RowsArgs<T>, int, float*);
+  static const Kernel kernels[2][2] = {
+      {flash_bwd_kernel<Steps, T, C, false, false>, flash_bwd_kernel<Steps, T, C, false, true>},
+      {flash_bwd_kernel<Steps, T, C, true, false>, flash_bwd_kernel<Steps, T, C, true, true>}};
+  static const cudaError_t opt_in = device::allow_shared_memory(
+      C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
+  ATTN_CUDA_RETURN(opt_in);
+  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
+  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
+  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
+  kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
+                                           stream>>>(a, key_blocks, scratch.dq_sum);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  const int64_t total = int64_t(p.batch) * p.heads * p.seq_q * D;
+  store_dq_kernel<T, D><<<unsigned((total + 255) / 256), 256, 0, stream>>>(a, scratch.dq_sum, total);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  return Status::ok();
+}
+
+template <class Steps>
+Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
+                const void* dout, const float* lse, void* dq, void* dk, void* dv,
+                cudaStream_t stream, Path path = Path::tensor_cores) {
+  if (Status s = supports(p); !s) return s;
+  if (Status s = check_grid(p); !s) return s;
+  if (p.dtype == DType::f32) path = Path::rows;  // the tensor cores take 16-bit operands
+  return with_type(p.dtype, [&](auto t) -> Status {
+    using T = decltype(t);
+    RowsArgs<T> a = rows_args<T>(p, q, k, v, o, dout);
+    a.dq = static_cast<T*>(dq), a.dk = static_cast<T*>(dk), a.dv = static_cast<T*>(dv);
+    Scratch scratch;
+    scratch.stream = stream;
+    const int64_t rows = int64_t(p.batch) * p.heads * a.rows_pad;
+    ATTN_CUDA_RETURN(cudaMallocAsync(&scratch.rows, 2 * rows * sizeof(float), stream));
+    a.lse2 = scratch.rows;
+    a.delta = scratch.rows + rows;
+    prepare_rows_kernel<T><<<unsigned((rows + kPrepareWarps - 1) / kPrepareWarps),
+                             32 * kPrepareWarps, 0, stream>>>(a, lse, rows);
+    ATTN_CUDA_RETURN(cudaGetLastError());
+    return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) -> Status {
+      constexpr int D = decltype(d)::value;
+      if constexpr (!std::is_same_v<T, float>) {
+        if (path == Path::tensor_cores) return launch_tensor_cores<Steps, T, D>(a, scratch, stream);
+      }
+      dkdv_rows_kernel<Steps, T, D>
+          <<<row_grid(p.seq_k, int64_t(p.batch) * p.kv_heads), kRowThreads, 0, stream>>>(
+              a, (p.seq_k + kRowThreads - 1) / kRowThreads);
+      ATTN_CUDA_RETURN(cudaGetLastError());
+      dq_rows_kernel<Steps, T, D>
+          <<<row_grid(p.seq_q, int64_t(p.batch) * p.heads), kRowThreads, 0, stream>>>(
+              a, (p.seq_q + kRowThreads - 1) / kRowThreads);
+      ATTN_CUDA_RETURN(cudaGetLastError());
+      return Status::ok();
+    });
+  });
+}
+
+}  // namespace attn::m11
+
+#define ATTN_M11_DEFINE_ENTRY_POINTS(Steps)                                                   \
+  Status forward_lse(const Problem& p, const void* q, const void* k, const void* v, void* o, \
+                     float* lse, cudaStream_t stream) {                                       \
+    return ::attn::m11::forward_lse<Steps>(p, q, k, v, o, lse, stream);                       \
+  }                                                                                           \
+  Status forward16(const Problem& p, const void* q, const void* k, const void* v, void* o,    \
+                   cudaStream_t stream) {                                                     \
+    if (Status s = supports(p); !s) return s;                                                 \
+    return ::attn::m07::launch<::attn::m07::backward_warp::WarpMma>(p, q, k, v, o, stream);   \
+  }                                                                                           \
+  Status forward(const Problem& p, const float* q, const float* k, const float* v, float* o,  \
+                 cudaStream_t stream) {                                                       \
+    float* lse = nullptr;                                                                     \
+    const size_t bytes = sizeof(float) * size_t(p.batch) * p.heads * p.seq_q;                 \
+    ATTN_CUDA_RETURN(cudaMallocAsync(&lse, bytes, stream));                                   \
+    const Status s = forward_lse(p, q, k, v, o, lse, stream);                                 \
+    ATTN_CUDA_RETURN(cudaFreeAsync(lse, stream));                                             \
+    return s;                                                                                 \
+  }                                                                                           \
+  Status backward(const Problem& p, const void* q, const void* k, const void* v,              \
+                  const void* o, const void* dout, const float* lse, void* dq, void* dk,      \
+                  void* dv, cudaStream_t stream) {                                            \
+    return ::attn::m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream);        \
+  }
