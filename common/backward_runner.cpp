@@ -15,10 +15,10 @@ namespace attn {
 namespace {
 
 // Where the lesson covers each kind of bug.
-const char* const kMath = "modules/11_backward/README.md, section 1 (the math)";
-const char* const kReadable = "modules/11_backward/README.md, section 2 (the readable kernels)";
-const char* const kFlash = "modules/11_backward/README.md, section 3 (FlashAttention-2 backward)";
-const char* const kTensorCores = "modules/11_backward/README.md, section 4 (tensor cores)";
+const char* const kMath = "modules/11_backward/README.md, section 1: the math";
+const char* const kReadable = "modules/11_backward/README.md, section 2: the readable kernels";
+const char* const kFlash = "modules/11_backward/README.md, section 3: FlashAttention-2 backward";
+const char* const kTensorCores = "modules/11_backward/README.md, section 4: tensor cores";
 
 std::string module_name(const Kernel& kernel) {
   char name[16];

@@ -384,9 +384,12 @@ Timing time_kernel(const Kernel& kernel, const Problem& p, const Inputs& in, int
 
 int cmd_run(const RunOptions& o, std::ostream& out) {
   const Kernel& kernel = lookup_kernel(o.module, parse_impl(o.impl));
+  check_backward_flags(o, kernel);
   check_modifier_flags(o.given, kernel);
   check_flags_for_module(o, kernel);
   if (kernel.inference) return cmd_run_inference(o, kernel, out);
+  // The backward module with --backward; without it it runs the forward alone, below.
+  if (o.backward.backward) return cmd_run_backward(o, kernel, out);
   // The modifier module with a modifier flag; without one it runs plain problems below.
   if (any_modifier_flag(o.given)) return cmd_run_modified(o, kernel, out);
   // The type before the GPU: running module 03 in bf16 is wrong on any machine.
@@ -763,6 +766,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run_cmd->add_option("--out", run.out_path, "write O to this .npy file");
   add_inference_options(run_cmd, run.inference, true);
   add_modifier_options(run_cmd, run.modifiers, true);
+  add_backward_options(run_cmd, run.backward);
 
   app.add_subcommand("list", "list the modules");
   app.add_subcommand("info", "show the GPU and its ceilings");

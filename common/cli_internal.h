@@ -1,8 +1,9 @@
 // The pieces of the `attn` command line that its parts share: the dense path (cli.cpp:
 // parsing, `attn run` on a Problem, `attn bench`, list, info), the inference path of module 10
-// (cli_inference.cpp: decode over a paged KV cache, packed prefill) and the modifier path of
-// module 12 (cli_modifiers.cpp: score modifiers, masks, RoPE). Not an interface for anything
-// else: run_cli (common/cli.h) is.
+// (cli_inference.cpp: decode over a paged KV cache, packed prefill), the modifier path of
+// module 12 (cli_modifiers.cpp: score modifiers, masks, RoPE) and the backward path of module
+// 11 (cli_backward.cpp: dQ, dK, dV). Not an interface for anything else: run_cli
+// (common/cli.h) is.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,12 +78,20 @@ struct ModifierOptions {
   double rope_base = 10000.0;
 };
 
+// The flags of the backward module (module 11): the forward and the backward on one shape.
+struct BackwardOptions {
+  bool backward = false;
+  std::string dout_path;                              // --dout FILE.npy, O's shape
+  std::string out_dq_path, out_dk_path, out_dv_path;  // --out-dq/--out-dk/--out-dv FILE.npy
+};
+
 struct RunOptions {
   int module = -1;
   std::string impl = "solution";
   ShapeOptions shape;
   InferenceOptions inference;
   ModifierOptions modifiers;
+  BackwardOptions backward;
   std::string dtype;  // --dtype as typed; empty: the module's native type
   bool verify = false, time = false;
   int warmup = 5, iters = 20;
@@ -206,5 +215,15 @@ int cmd_run_modified(const RunOptions& o, const Kernel& kernel, std::ostream& ou
 // Checks (when the CPU reference is affordable), times and prints one shape with modifiers.
 json::Object bench_modified(const Kernel& kernel, const Problem& p, const ModifierSpec& m,
                             const BenchOptions& o, std::ostream& out);
+
+// ---- The backward path (cli_backward.cpp) -------------------------------------------------------
+
+// Module 11's flags on `attn run`.
+void add_backward_options(CLI::App* cmd, BackwardOptions& o);
+// Refuses, in one line, the backward flags without --backward, --backward on a module without
+// a backward entry point, and --backward with flags it does not take (module 12's modifiers).
+void check_backward_flags(const RunOptions& o, const Kernel& kernel);
+// `attn run --backward`: the forward with its lse, then dQ, dK, dV; --verify, --time, outputs.
+int cmd_run_backward(const RunOptions& o, const Kernel& kernel, std::ostream& out);
 
 }  // namespace attn::cli

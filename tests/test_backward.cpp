@@ -113,6 +113,10 @@ std::vector<float> relayout(const std::vector<float>& from, const Strides& a, co
   return to;
 }
 
+// The host outputs O and lse as the reference has them and the given gradients, compared as
+// check_backward compares a kernel's (defined with the hints' tests below).
+BackwardCheck check_of(const Problem& p, const BackwardInputs& in, const Gradients& g);
+
 }  // namespace
 
 // ---- The reference is the gradient of the forward reference --------------------------------
@@ -337,6 +341,19 @@ TEST_CASE("layouts: BSHD and padded strides give BHSD's gradients, moved; paddin
     CHECK(max_abs_difference(back(got.grad.dv, p.v, kv_heads, seq_k), want.grad.dv) < 1e-14);
     CHECK(max_abs_difference(back(got.o, p.o, heads, seq_q), want.o) < 1e-14);
     CHECK(got.lse == want.lse);  // lse is dense [b][h][i] in every layout
+    // The runner compares each gradient through its own tensor's strides: the last element
+    // of dK and of dV, wrong, is found where it is.
+    CHECK(check_of(p, moved, got.grad).passed());
+    for (const bool v : {false, true}) {
+      Gradients wrong = got.grad;
+      std::vector<double>& t = v ? wrong.dv : wrong.dk;
+      t[size_t(Problem::offset(v ? p.v : p.k, batch - 1, kv_heads - 1, seq_k - 1) + d - 1)] += 10.0;
+      const BackwardCheck c = check_of(p, moved, wrong);
+      const Comparison& wrong_one = v ? c.dv : c.dk;
+      CHECK_FALSE(wrong_one.passed());
+      CHECK(wrong_one.first_bad.str() == "(b=1, h=1, i=8, d=7)");
+      CHECK((v ? c.dk : c.dv).passed());
+    }
     // What no stride reaches stays 0.
     double padding = 0.0;
     for (const double x : got.grad.dq) padding += std::fabs(x);
