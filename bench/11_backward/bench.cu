@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/10_decoding/device_fill.cuh"
@@ -118,11 +120,26 @@ int main(int argc, char** argv) {
           auto fwd = [&](cudaStream_t s) {
             check_status(m11::forward_lse<Steps>(p, q.get(), k.get(), v.get(), o.get(), lse.get(), s));
           };
-          for (m11::Path path : {m11::Path::tensor_cores, m11::Path::rows}) {
-            if (path == m11::Path::rows && n > rows_max_seq) continue;
+          // The rungs: the production kernel, two of its neighbours (64 keys per block; at
+          // D = 64 two blocks per SM with 128 registers a thread), the readable kernels.
+          using m11::BwdConfig;
+          using Keys64 = std::pair<BwdConfig<64, 64, 64, 2>, BwdConfig<128, 64, 64, 2>>;
+          using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
+          const std::vector<std::string> rungs = {"tensor_cores", "keys64", "two_blocks", "rows"};
+          for (const std::string& rung : rungs) {
+            if (rung == "rows" && n > rows_max_seq) continue;
+            if (rung == "two_blocks" && d != 64) continue;
+            if (rung != "tensor_cores" && rung != "rows" && n != 4096 && n != 16384) continue;
+            const m11::Path path = rung == "rows" ? m11::Path::rows : m11::Path::tensor_cores;
             auto bwd = [&](cudaStream_t s) {
-              check_status(m11::backward<Steps>(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
-                                                lse.get(), dq.get(), dk.get(), dv.get(), s, path));
+              auto args = std::make_tuple(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
+                                          lse.get(), dq.get(), dk.get(), dv.get(), s, path);
+              if (rung == "keys64")
+                check_status(std::apply(m11::backward<Steps, Keys64::first_type, Keys64::second_type>, args));
+              else if (rung == "two_blocks")
+                check_status(std::apply(m11::backward<Steps, TwoBlocks::first_type, TwoBlocks::second_type>, args));
+              else
+                check_status(std::apply(m11::backward<Steps>, args));
             };
             const int it = path == m11::Path::rows ? 3 : iters;
             const int wu = path == m11::Path::rows ? 1 : warmup;
@@ -130,10 +147,9 @@ int main(int argc, char** argv) {
             const double bwd_ms = time_on_stream(bwd, wu, it).median_ms;
             const double both_ms =
                 time_on_stream([&](cudaStream_t s) { fwd(s), bwd(s); }, wu, it).median_ms;
-            const char* rung = path == m11::Path::rows ? "rows" : "tensor_cores";
             const double tf[3] = {fwd_flops / fwd_ms * 1e-9, 2.5 * fwd_flops / bwd_ms * 1e-9,
                                   3.5 * fwd_flops / both_ms * 1e-9};
-            std::printf("%-13s %3d %6d %6s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", rung, d, n,
+            std::printf("%-13s %3d %6d %6s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", rung.c_str(), d, n,
                         causal ? "yes" : "no", fwd_ms, bwd_ms, both_ms, tf[0], tf[1], tf[2]);
             records.push_back(json::Object()
                                   .add("rung", rung).add("seq", n).add("head_dim", d)

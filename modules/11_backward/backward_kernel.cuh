@@ -42,15 +42,16 @@ using m07::ldmatrix_x4_trans;
 using m07::smem_u32;
 
 // One configuration: D the padded head dim (64 or 128), kKeys keys per block (16 per warp),
-// kQueries rows per query tile (one 16-row slice per warp in the dQ product), kMinBlocks for
-// __launch_bounds__. kSwizzle is module 07's XOR swizzle of 16-byte chunks (m07::load_tile and
-// m07::chunk_addr read it).
-template <int D_, int kKeys_, int kMinBlocks_>
+// kQueries rows per query tile, kMinBlocks for __launch_bounds__. In the dQ product the warps
+// split the kQueries x D tile into 16-row slices x kDqCols columns. kSwizzle is module 07's XOR
+// swizzle of 16-byte chunks (m07::load_tile and m07::chunk_addr read it).
+template <int D_, int kKeys_, int kQueries_, int kMinBlocks_>
 struct BwdConfig {
   static constexpr int D = D_;
   static constexpr int kKeys = kKeys_;
-  static constexpr int kQueries = kKeys_;  // the dQ product gives each warp 16 query rows
+  static constexpr int kQueries = kQueries_;
   static constexpr int kWarps = kKeys / 16;
+  static constexpr int kDqCols = D * (kQueries / 16) / kWarps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kSwizzle = true;
@@ -64,6 +65,7 @@ struct BwdConfig {
   static constexpr int kSmemBytes = 2 * kElems16 + 4 * 4 * kQueries;
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(kQueries == 64, "the dS^T tile is stored as rows of 64 (one swizzle period)");
+  static_assert(kDqCols % 16 == 0 && kWarps % (kQueries / 16) == 0, "whole dQ slices per warp");
 };
 
 // Byte address of logical 16-byte chunk `chunk` of row `row` of a swizzled tile of rows of
@@ -97,14 +99,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int first_tile = kCausal ? first_query(p, k0) / BR : 0;
   const int tiles_per_head = q_tiles - first_tile;
   const int steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
+  // Step -> (query head, query tile). The blocks of one head run at the same time and all add
+  // into the same dQ rows; starting each key block at a different query tile (rotated by its
+  // index) spreads their atomics over different rows instead of queueing them on one.
+  auto step_head = [&](int step) { return kvh * group + step / tiles_per_head; };
+  auto step_q0 = [&](int step) {
+    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * BR;
+  };
 
   const uint32_t s_base = smem_u32(smem);
   const uint32_t sK = s_base + 2 * C::kK, sV = s_base + 2 * C::kV, sdS = s_base + 2 * C::kdS;
   float* const s_rows = reinterpret_cast<float*>(smem + C::kElems16);  // lse2[2] | D[2]
 
   auto load_step = [&](int step, int stage) {
-    const int h = kvh * group + step / tiles_per_head;
-    const int q0 = (first_tile + step % tiles_per_head) * BR;
+    const int h = step_head(step), q0 = step_q0(step);
     const uint16_t* qg = reinterpret_cast<const uint16_t*>(a.q) + Problem::offset(p.q, b, h, q0);
     const uint16_t* og = reinterpret_cast<const uint16_t*>(a.dout) + Problem::offset(p.o, b, h, q0);
     m07::load_tile<C, BR, kVec>(smem + C::kQ + stage * BR * D, qg, p.q.seq, p.seq_q - q0, p.head_dim);
@@ -138,8 +146,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int key_row = 16 * warp;  // the warp's first key, within the block
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
-    const int h = kvh * group + step / tiles_per_head;
-    const int q0 = (first_tile + step % tiles_per_head) * BR;
+    const int h = step_head(step), q0 = step_q0(step);
     if (step + 1 < steps) load_step(step + 1, stage ^ 1);  // read last before step's barrier A
     device::cp_async_commit();
     device::cp_async_wait<1>();  // this step's tiles have landed (own copies) ...
@@ -154,7 +161,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     float s[BR / 8][4];
 #pragma unroll
     for (int n = 0; n < BR / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
+#pragma unroll 2
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t ka[4];
       ldmatrix_x4(ka, tile_addr<D>(sK, key_row + lane % 16, 2 * kk + lane / 16));
@@ -210,7 +217,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     float dpt[BR / 8][4];
 #pragma unroll
     for (int n = 0; n < BR / 8; ++n) dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.0f;
-#pragma unroll
+#pragma unroll 2
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t va[4];
       ldmatrix_x4(va, tile_addr<D>(sV, key_row + lane % 16, 2 * kk + lane / 16));
@@ -255,45 +262,46 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     }
     __syncthreads();  // barrier A: every warp's dS^T is stored
 
-    // dQ rows 16 warp .. + 15 of the tile += dS K, 64 columns at a time (32 accumulators).
-    // A = dS[query][key], stored transposed as dS^T[key][query]: ldmatrix.trans of matrix i
-    // (lanes 8i .. 8i + 7) at keys 16kk + 8 (i / 2) + lane % 8, queries chunk 2 warp + i % 2
-    // gives a0..a3. B = K [key][d] (ldmatrix.trans, as V in P V).
-    const int query_row = 16 * warp;
+    // dQ += dS K: warp w takes rows 16 (w % (BR / 16)) .. + 15 of the tile and kDqCols
+    // columns from (w / (BR / 16)) kDqCols. A = dS[query][key], stored transposed as
+    // dS^T[key][query]: ldmatrix.trans of matrix i (lanes 8i .. 8i + 7) at keys
+    // 16kk + 8 (i / 2) + lane % 8, query chunk 2 (row slice) + i % 2 gives a0..a3.
+    // B = K [key][d] (ldmatrix.trans, as V in P V).
+    constexpr int kSlices = BR / 16, kCols = C::kDqCols;
+    const int slice = warp % kSlices, col0 = (warp / kSlices) * kCols;
+    const int query_row = 16 * slice;
     const bool row_ok[2] = {q0 + query_row + g < p.seq_q, q0 + query_row + g + 8 < p.seq_q};
-    float* dq_rows = dq_sum + (a.row(b, h, q0 + query_row + g)) * D;
+    float* dq_rows = dq_sum + a.row(b, h, q0 + query_row + g) * D + col0;
+    float acc[kCols / 8][4];
 #pragma unroll
-    for (int half = 0; half < D / 64; ++half) {
-      float acc[8][4];
+    for (int n = 0; n < kCols / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll 2
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t da[4];
+      ldmatrix_x4_trans(da, tile_addr<BR>(sdS, 16 * kk + 8 * (lane / 16) + lane % 8,
+                                          2 * slice + (lane / 8) % 2));
 #pragma unroll
-      for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; ++kk) {
-        uint32_t da[4];
-        ldmatrix_x4_trans(da, tile_addr<BR>(sdS, 16 * kk + 8 * (lane / 16) + lane % 8,
-                                            2 * warp + (lane / 8) % 2));
-#pragma unroll
-        for (int dp = 0; dp < 4; ++dp) {
-          uint32_t kb[4];
-          ldmatrix_x4_trans(kb, tile_addr<D>(sK, 16 * kk + lane % 16, 8 * half + 2 * dp + lane / 16));
-          Elem<T>::mma(acc[2 * dp], da, kb[0], kb[1]);
-          Elem<T>::mma(acc[2 * dp + 1], da, kb[2], kb[3]);
-        }
+      for (int dp = 0; dp < kCols / 16; ++dp) {
+        uint32_t kb[4];
+        ldmatrix_x4_trans(kb, tile_addr<D>(sK, 16 * kk + lane % 16, col0 / 8 + 2 * dp + lane / 16));
+        Elem<T>::mma(acc[2 * dp], da, kb[0], kb[1]);
+        Elem<T>::mma(acc[2 * dp + 1], da, kb[2], kb[3]);
       }
+    }
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int col = 64 * half + 8 * n + 2 * tq;
+    for (int n = 0; n < kCols / 8; ++n) {
+      const int col = 8 * n + 2 * tq;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if (!row_ok[r]) continue;
-          float* dst = dq_rows + 8 * r * D + col;
+      for (int r = 0; r < 2; ++r) {
+        if (!row_ok[r]) continue;
+        float* dst = dq_rows + 8 * r * D + col;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
+        // sm_90 adds two neighbouring floats in one atomic (RED.E.ADD.F32x2): half the ops.
+        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
 #else
-          atomicAdd(dst, acc[n][2 * r]);
-          atomicAdd(dst + 1, acc[n][2 * r + 1]);
+        atomicAdd(dst, acc[n][2 * r]);
+        atomicAdd(dst + 1, acc[n][2 * r + 1]);
 #endif
-        }
       }
     }
   }

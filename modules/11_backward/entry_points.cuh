@@ -131,11 +131,19 @@ struct Scratch {
   }
 };
 
-template <class Steps, class T, int D>
+// The production configurations, the fastest measured on the H100 (README, section 3): 128
+// keys per block (8 warps of 16 keys), query tiles of 64 rows. With 128 keys every query
+// tile's dQ atomics serve twice as many keys as with 64 (the atomics are the kernel's heaviest
+// memory traffic). One block per SM: the five products' accumulators take most of the 255
+// registers a thread may have.
+using Production64 = BwdConfig<64, 128, 64, 1>;
+using Production128 = BwdConfig<128, 128, 64, 1>;
+
+template <class Steps, class T, class C>
 Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream) {
   const Problem& p = a.p;
+  constexpr int D = C::D;
   if (Status s = require_sm80("module 11"); !s) return s;
-  using C = BwdConfig<D, 64, D == 64 ? 2 : 2>;
   const int64_t sums = int64_t(p.batch) * p.heads * a.rows_pad * D;
   ATTN_CUDA_RETURN(cudaMallocAsync(&scratch.dq_sum, sums * sizeof(float), stream));
   ATTN_CUDA_RETURN(cudaMemsetAsync(scratch.dq_sum, 0, sums * sizeof(float), stream));
@@ -162,7 +170,9 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
   return Status::ok();
 }
 
-template <class Steps>
+// C64, C128: the tensor-core kernel's configurations for head dims up to 64 and up to 128
+// (the benchmark's ladder times others).
+template <class Steps, class C64 = Production64, class C128 = Production128>
 Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
                 const void* dout, const float* lse, void* dq, void* dk, void* dv,
                 cudaStream_t stream, Path path = Path::tensor_cores) {
@@ -185,7 +195,8 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
     return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) -> Status {
       constexpr int D = decltype(d)::value;
       if constexpr (!std::is_same_v<T, float>) {
-        if (path == Path::tensor_cores) return launch_tensor_cores<Steps, T, D>(a, scratch, stream);
+        using C = std::conditional_t<D == 64, C64, C128>;
+        if (path == Path::tensor_cores) return launch_tensor_cores<Steps, T, C>(a, scratch, stream);
       }
       dkdv_rows_kernel<Steps, T, D>
           <<<row_grid(p.seq_k, int64_t(p.batch) * p.kv_heads), kRowThreads, 0, stream>>>(
