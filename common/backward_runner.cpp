@@ -17,8 +17,10 @@ namespace {
 // Where the lesson covers each kind of bug.
 const char* const kMath = "modules/11_backward/README.md, section 1: the math";
 const char* const kReadable = "modules/11_backward/README.md, section 2: the readable kernels";
-const char* const kFlash = "modules/11_backward/README.md, section 3: FlashAttention-2 backward";
-const char* const kTensorCores = "modules/11_backward/README.md, section 4: tensor cores";
+const char* const kFlash =
+    "modules/11_backward/README.md, section 3: the FlashAttention-2 backward";
+const char* const kAccuracy =
+    "modules/11_backward/README.md, section 4: accuracy on the tensor cores";
 
 std::string module_name(const Kernel& kernel) {
   char name[16];
@@ -172,7 +174,7 @@ Status check_backward_problem(const Kernel& kernel, const Problem& p) {
 
 BackwardDeviceTensors::BackwardDeviceTensors(const Problem& p, const BackwardInputs& in,
                                              int64_t guard)
-    : p_(p), guard_(guard) {
+    : p_(p) {
   q_ = upload(in.in.q, p.dtype);
   k_ = upload(in.in.k, p.dtype);
   v_ = upload(in.in.v, p.dtype);
@@ -355,7 +357,7 @@ std::vector<std::string> diagnose_backward(const Problem& p, const BackwardInput
     }
     if (base2)
       hint += "; every lse equals log2 of the row's sum: lse is the natural log (scale "
-              "included), multiply a base-2 value by ln 2 before storing it" + see(kFlash);
+              "included), multiply a base-2 value by ln 2 before storing it" + see(kMath);
     else
       hint += ": lse_i = log sum_j exp(S_ij) over the keys query i sees (natural log, scale "
               "included; +inf for a row that sees no key)" + see(kMath);
@@ -415,11 +417,11 @@ std::vector<std::string> diagnose_backward(const Problem& p, const BackwardInput
         {BackwardBug::lse_as_base2, true, true, true,
          "the gradients with P = exp2(S log2(e) - lse): lse is a natural log; with exp2, "
          "multiply it by log2(e) too",
-         kFlash},
+         kMath},
         {BackwardBug::lse_times_log2e, true, true, true,
          "the gradients with P = exp(S - lse log2(e)): lse turned to base 2 but used with exp "
          "(use exp2 with S log2(e), or exp with lse as it is)",
-         kFlash},
+         kMath},
         {BackwardBug::gqa_last_head, false, true, true,
          "dK and dV of the last query head of each group alone: the K/V head's gradients are "
          "the sums over all the query heads that share it (accumulate, do not overwrite)",
@@ -431,6 +433,7 @@ std::vector<std::string> diagnose_backward(const Problem& p, const BackwardInput
       const BackwardReference model =
           reference_backward(p, exact.in.q, exact.in.k, exact.in.v, exact.dout, m.bug);
       std::string matched;
+      int count = 0;
       for (const Grad g : all) {
         const Comparison& c = comparison(r, g);
         const bool changed = g == Grad::dq ? m.dq : g == Grad::dk ? m.dk : m.dv;
@@ -438,11 +441,11 @@ std::vector<std::string> diagnose_backward(const Problem& p, const BackwardInput
         const Comparison against =
             compare_output(gradient_view(p, g), got(r, g), want(model.grad, g), c.tolerance);
         if (!against.passed() || against.rel_l2_error >= c.rel_l2_error) continue;
-        matched += (matched.empty() ? "" : " and ") + std::string(grad_name(g));
+        matched += (count++ == 0 ? "" : " and ") + std::string(grad_name(g));
         if (g == Grad::dq) dq_explained = true;
       }
-      if (!matched.empty())
-        hints.push_back(matched + (matched.size() > 2 ? " match " : " matches ") + m.what +
+      if (count > 0)
+        hints.push_back(matched + (count > 1 ? " match " : " matches ") + m.what +
                         see(m.section));
     }
   }
@@ -464,7 +467,7 @@ std::vector<std::string> diagnose_backward(const Problem& p, const BackwardInput
         hints.push_back(std::string(grad_name(g)) + " misses the " + dtype_name(p.dtype) +
                         " tolerance by less than 4x: rounding, not a wrong formula; accumulate "
                         "in fp32 and round P and dS to 16 bits only as the MMA operands" +
-                        see(kTensorCores));
+                        see(kAccuracy));
     }
   return hints;
 }

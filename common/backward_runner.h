@@ -61,7 +61,6 @@ class BackwardDeviceTensors {
 
  private:
   Problem p_;
-  int64_t guard_ = 0;
   // 16-bit problems keep uint16_t patterns in the byte buffers, f32 ones floats.
   DeviceBuffer<unsigned char> q_, k_, v_, dout_, o_, dq_, dk_, dv_;
   DeviceBuffer<float> lse_;
@@ -72,7 +71,8 @@ struct BackwardCheck {
   Status status = Status::ok();  // both entry points ran (or why not)
   Comparison o, dq, dk, dv;      // valid when status is ok
   // lse: elements off by more than 1e-3 (relative, or absolute below 1) or not matching the
-  // +inf of a row with no key; the first such row (flattened over b, h), -1 if none.
+  // +inf of a row with no key; the first such row as its index in lse, (b * heads + h) *
+  // seq_q + i, -1 if none.
   int64_t lse_bad = 0;
   int64_t lse_first_bad = -1;
   int64_t guard_writes = 0;  // summed over the five outputs
@@ -91,7 +91,8 @@ BackwardCheck check_backward(const Kernel& kernel, const Problem& p, const Backw
 // The comparing half of check_backward, for outputs that are on the host already: r.out_o,
 // r.out_lse, r.out_dq, r.out_dk, r.out_dv (guards split off) in; r.reference, r.o, r.dq, r.dk,
 // r.dv, r.lse_bad and r.lse_first_bad out. dK and dV are compared as K- and V-shaped tensors
-// (kv_heads heads of seq_k rows, p.k's and p.v's strides), dQ as a Q-shaped one.
+// (kv_heads heads of seq_k rows, p.k's and p.v's strides), dQ as a Q-shaped one. Throws
+// std::invalid_argument when an output does not hold its tensor's number of elements.
 void compare_backward(const Problem& p, const BackwardInputs& in, BackwardCheck& r,
                       double tolerance = kDtypeTolerance);
 

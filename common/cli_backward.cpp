@@ -128,8 +128,8 @@ void check_backward_flags(const RunOptions& o, const Kernel& kernel) {
   if (!o.backward.backward) {
     for (const char* flag : kBackwardOnlyFlags)
       if (given(o.given, flag))
-        throw UserError(std::string(flag) + " goes with --backward (the backward pass of " +
-                        backward_module() + ")");
+        throw UserError(std::string(flag) + " goes with --backward: the backward pass of " +
+                        backward_module());
     return;
   }
   if (!kernel.backward)

@@ -427,7 +427,7 @@ TEST_CASE("attn run: the backward flags' errors, one line each") {
     return attn_cli(args);
   };
   expect_one_line_error(with({"--dout", "x.npy"}), 1,
-                        "--dout goes with --backward (the backward pass of module 11 (backward))");
+                        "--dout goes with --backward: the backward pass of module 11 (backward)");
   expect_one_line_error(with({"--out-dq", "x.npy"}), 1, "--out-dq goes with --backward");
   expect_one_line_error(with({"--out-dv", "x.npy", "--verify"}), 1, "--out-dv goes with --backward");
   expect_one_line_error(attn_cli({"run", "-m", "94", "--backward"}), 1,
