@@ -51,21 +51,23 @@ struct BwdConfig {
   static constexpr int kKeys = kKeys_;
   static constexpr int kQueries = kQueries_;
   static constexpr int kWarps = kKeys / 16;
-  static constexpr int kDqCols = D * (kQueries / 16) / kWarps;
+  // dQ's kQueries x D tile: two 32-row halves x kWarps / 2 column slices.
+  static constexpr int kDqCols = D / (kWarps / 2);
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kSwizzle = true;
-  // Shared memory, 16-bit elements: K | V | Q[2] | dO[2] | dS^T, then fp32 lse2[2] | D[2].
+  // Shared memory, 16-bit elements: K | V | Q[2] | dO[2] | dS^T | P^T, then fp32 lse2[2] | D[2].
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKeys * D;
   static constexpr int kQ = kV + kKeys * D;
   static constexpr int kdO = kQ + 2 * kQueries * D;
   static constexpr int kdS = kdO + 2 * kQueries * D;
-  static constexpr int kElems16 = kdS + kKeys * kQueries;
+  static constexpr int kP = kdS + kKeys * kQueries;
+  static constexpr int kElems16 = kP + kKeys * kQueries;
   static constexpr int kSmemBytes = 2 * kElems16 + 4 * 4 * kQueries;
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(kQueries == 64, "the dS^T tile is stored as rows of 64 (one swizzle period)");
-  static_assert(kDqCols % 16 == 0 && kWarps % (kQueries / 16) == 0, "whole dQ slices per warp");
+  static_assert(kKeys % 32 == 0 && kDqCols % 16 == 0, "warps in pairs of 32 keys; whole dQ slices");
 };
 
 // Byte address of logical 16-byte chunk `chunk` of row `row` of a swizzled tile of rows of
@@ -137,172 +139,179 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     device::cp_async_commit();
   }
 
-  float dk[D / 8][4], dv[D / 8][4];
+  // Warp w's tiles: keys 32 (w / 2) .. + 31 of the block (two 16-row m-tiles) in every product
+  // with keys as rows; x queries 32 (w % 2) .. + 31 of the tile in S^T and dP^T, x columns
+  // (D / 2) (w % 2) .. + D / 2 - 1 of d in dV and dK. dQ: queries 32 (w % 2) .. + 31 x kDqCols
+  // columns from (w / 2) kDqCols.
+  constexpr int kHalfD = D / 2;
+  const int key_row = 32 * (warp / 2);  // the warp's first key, within the block
+  const int half = warp % 2;
+  float dk[2][kHalfD / 8][4], dv[2][kHalfD / 8][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+    for (int n = 0; n < kHalfD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mt][n][e] = dv[mt][n][e] = 0.0f;
 
-  const int key_row = 16 * warp;  // the warp's first key, within the block
+  // x^T = A_w B^T for the warp's 32 keys x 32 queries: A = 32 rows of K or V (ldmatrix, as Q
+  // in module 07's Q K^T), B^T's columns are rows of Q or dO (plain ldmatrix, as K there).
+  // Every fragment feeds two mma (2 m-tiles x 2 n-blocks per ldmatrix pair).
+  auto keys_by_queries = [&](float (&x)[2][4][4], uint32_t sA, uint32_t sB) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) x[mt][n][0] = x[mt][n][1] = x[mt][n][2] = x[mt][n][3] = 0.0f;
+#pragma unroll 2
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t fa[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        ldmatrix_x4(fa[mt], tile_addr<D>(sA, key_row + 16 * mt + lane % 16, 2 * kk + lane / 16));
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t fb[4];
+        ldmatrix_x4(fb, tile_addr<D>(sB, 32 * half + 16 * np + 8 * (lane / 16) + lane % 8,
+                                     2 * kk + (lane / 8) % 2));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          Elem<T>::mma(x[mt][2 * np], fa[mt], fb[0], fb[1]);
+          Elem<T>::mma(x[mt][2 * np + 1], fa[mt], fb[2], fb[3]);
+        }
+      }
+    }
+  };
+  // acc += A B for the warp's 32 keys x D / 2 columns: A = a [key][query] tile (P^T or dS^T,
+  // plain ldmatrix), B = the [query][d] tile (dO or Q, ldmatrix.trans, as V in P V).
+  auto keys_by_d = [&](float (&acc)[2][kHalfD / 8][4], uint32_t sA, uint32_t sB) {
+#pragma unroll
+    for (int kq = 0; kq < BR / 16; ++kq) {
+      uint32_t fa[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        ldmatrix_x4(fa[mt], tile_addr<BR>(sA, key_row + 16 * mt + lane % 16, 2 * kq + lane / 16));
+#pragma unroll
+      for (int dp = 0; dp < kHalfD / 16; ++dp) {
+        uint32_t fb[4];
+        ldmatrix_x4_trans(fb, tile_addr<D>(sB, 16 * kq + lane % 16,
+                                           kHalfD / 8 * half + 2 * dp + lane / 16));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          Elem<T>::mma(acc[mt][2 * dp], fa[mt], fb[0], fb[1]);
+          Elem<T>::mma(acc[mt][2 * dp + 1], fa[mt], fb[2], fb[3]);
+        }
+      }
+    }
+  };
+
+  const uint32_t sP = s_base + 2 * C::kP;
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
     const int h = step_head(step), q0 = step_q0(step);
     if (step + 1 < steps) load_step(step + 1, stage ^ 1);  // read last before step's barrier A
     device::cp_async_commit();
     device::cp_async_wait<1>();  // this step's tiles have landed (own copies) ...
-    __syncthreads();             // ... everyone's; everyone is done with the last dS^T
+    __syncthreads();             // ... everyone's; everyone is done with the last P^T, dS^T
     const uint32_t sQ = s_base + 2 * (C::kQ + stage * BR * D);
     const uint32_t sdO = s_base + 2 * (C::kdO + stage * BR * D);
     const float* lse2 = s_rows + stage * BR;
     const float* delta = s_rows + (2 + stage) * BR;
 
-    // S^T = K_w Q^T: A = the warp's 16 K rows (ldmatrix), B = Q^T, whose columns are Q's rows
-    // (plain ldmatrix, as K^T in module 07's Q K^T).
-    float s[BR / 8][4];
-#pragma unroll
-    for (int n = 0; n < BR / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll 2
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ka[4];
-      ldmatrix_x4(ka, tile_addr<D>(sK, key_row + lane % 16, 2 * kk + lane / 16));
-#pragma unroll
-      for (int np = 0; np < BR / 16; ++np) {
-        uint32_t qb[4];
-        ldmatrix_x4(qb, tile_addr<D>(sQ, 16 * np + 8 * (lane / 16) + lane % 8,
-                                     2 * kk + (lane / 8) % 2));
-        Elem<T>::mma(s[2 * np], ka, qb[0], qb[1]);
-        Elem<T>::mma(s[2 * np + 1], ka, qb[2], qb[3]);
-      }
-    }
+    // S^T and dP^T. Lane (g, tq) holds keys k0 + key_row + 16 mt + g (+ 8 for e >= 2) x
+    // queries q0 + 32 half + 8n + 2tq (+ 1 for odd e).
+    float s[2][4][4], dpt[2][4][4];
+    keys_by_queries(s, sK, sQ);
+    keys_by_queries(dpt, sV, sdO);
 
-    // Lane (g, tq) holds keys k0 + key_row + g (+ 8 for e >= 2) x queries q0 + 8n + 2tq (+1).
     // Keys past seq_k (zero rows) and, with the mask, keys a query does not see: -inf, so
     // P = 0 there. Only tiles on the diagonal or at the end of the keys need the test.
-    const int key_lo = k0 + key_row + g;
     const bool edge = k0 + BC > p.seq_k ||
                       (kCausal && q0 + (p.seq_k - p.seq_q) < k0 + BC - 1);
     if (edge) {
 #pragma unroll
-      for (int n = 0; n < BR / 8; ++n)
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + key_row + 16 * mt + g + 8 * (e >> 1);
+            const int query = q0 + 32 * half + 8 * n + 2 * tq + (e & 1);
+            if (key >= p.seq_k || (kCausal && key > query + (p.seq_k - p.seq_q)))
+              s[mt][n][e] = -INFINITY;
+          }
+    }
+    // P^T (recomputed) and dS^T = P^T o (dP^T - D), both stored 16-bit for the products that
+    // need other warps' queries: [key][query] rows of 64, swizzled.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        float pr[4], ds[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = key_lo + 8 * (e >> 1), query = q0 + 8 * n + 2 * tq + (e & 1);
-          if (key >= p.seq_k || (kCausal && key > query + (p.seq_k - p.seq_q))) s[n][e] = -INFINITY;
+          const int col = 32 * half + 8 * n + 2 * tq + (e & 1);
+          pr[e] = Steps::probability(s[mt][n][e] * a.scale_log2, lse2[col]);
+          ds[e] = Steps::score_gradient(pr[e], dpt[mt][n][e], delta[col]);
         }
-    }
 #pragma unroll
-    for (int n = 0; n < BR / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[n][e] = Steps::probability(s[n][e] * a.scale_log2, lse2[8 * n + 2 * tq + (e & 1)]);
-
-    // dV_w += P^T dO: A = P^T from the accumulators (module 07's pack_p), B = dO [query][d]
-    // (ldmatrix.trans, as V in P V).
-#pragma unroll
-    for (int kq = 0; kq < BR / 16; ++kq) {
-      uint32_t pa[4] = {Elem<T>::pack(s[2 * kq][0], s[2 * kq][1]),
-                        Elem<T>::pack(s[2 * kq][2], s[2 * kq][3]),
-                        Elem<T>::pack(s[2 * kq + 1][0], s[2 * kq + 1][1]),
-                        Elem<T>::pack(s[2 * kq + 1][2], s[2 * kq + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t ob[4];
-        ldmatrix_x4_trans(ob, tile_addr<D>(sdO, 16 * kq + lane % 16, 2 * dp + lane / 16));
-        Elem<T>::mma(dv[2 * dp], pa, ob[0], ob[1]);
-        Elem<T>::mma(dv[2 * dp + 1], pa, ob[2], ob[3]);
+        for (int r = 0; r < 2; ++r) {
+          const int at = m07::chunk_offset<BR, true>(key_row + 16 * mt + g + 8 * r, 4 * half + n) + 2 * tq;
+          *reinterpret_cast<uint32_t*>(smem + C::kP + at) = Elem<T>::pack(pr[2 * r], pr[2 * r + 1]);
+          *reinterpret_cast<uint32_t*>(smem + C::kdS + at) = Elem<T>::pack(ds[2 * r], ds[2 * r + 1]);
+        }
       }
-    }
+    __syncthreads();  // barrier A: every warp's P^T and dS^T are stored
 
-    // dP^T = V_w dO^T, the same shape as S^T.
-    float dpt[BR / 8][4];
-#pragma unroll
-    for (int n = 0; n < BR / 8; ++n) dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.0f;
-#pragma unroll 2
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t va[4];
-      ldmatrix_x4(va, tile_addr<D>(sV, key_row + lane % 16, 2 * kk + lane / 16));
-#pragma unroll
-      for (int np = 0; np < BR / 16; ++np) {
-        uint32_t ob[4];
-        ldmatrix_x4(ob, tile_addr<D>(sdO, 16 * np + 8 * (lane / 16) + lane % 8,
-                                     2 * kk + (lane / 8) % 2));
-        Elem<T>::mma(dpt[2 * np], va, ob[0], ob[1]);
-        Elem<T>::mma(dpt[2 * np + 1], va, ob[2], ob[3]);
-      }
-    }
+    keys_by_d(dv, sP, sdO);  // dV += P^T dO
+    keys_by_d(dk, sdS, sQ);  // dK += dS^T Q (scaled once, at the end)
 
-    // dS^T = P^T o (dP^T - D), in place of P^T; stored (16-bit) for the dQ product.
+    // dQ += dS K: A = dS[query][key], stored transposed as dS^T[key][query]: ldmatrix.trans
+    // of matrix i (lanes 8i .. 8i + 7) at keys 16kk + 8 (i / 2) + lane % 8, query chunk
+    // (16-query block) * 2 + i % 2 gives a0..a3. B = K [key][d] (ldmatrix.trans).
+    constexpr int kCols = C::kDqCols;
+    const int col0 = (warp / 2) * kCols;
+    float acc[2][kCols / 8][4];
 #pragma unroll
-    for (int n = 0; n < BR / 8; ++n)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[n][e] = Steps::score_gradient(s[n][e], dpt[n][e], delta[8 * n + 2 * tq + (e & 1)]);
-#pragma unroll
-    for (int n = 0; n < BR / 8; ++n) {
-      uint16_t* row0 = smem + C::kdS + m07::chunk_offset<BR, true>(key_row + g, n) + 2 * tq;
-      uint16_t* row8 = smem + C::kdS + m07::chunk_offset<BR, true>(key_row + g + 8, n) + 2 * tq;
-      *reinterpret_cast<uint32_t*>(row0) = Elem<T>::pack(s[n][0], s[n][1]);
-      *reinterpret_cast<uint32_t*>(row8) = Elem<T>::pack(s[n][2], s[n][3]);
-    }
-
-    // dK_w += dS^T Q (scaled once, at the end).
-#pragma unroll
-    for (int kq = 0; kq < BR / 16; ++kq) {
-      uint32_t da[4] = {Elem<T>::pack(s[2 * kq][0], s[2 * kq][1]),
-                        Elem<T>::pack(s[2 * kq][2], s[2 * kq][3]),
-                        Elem<T>::pack(s[2 * kq + 1][0], s[2 * kq + 1][1]),
-                        Elem<T>::pack(s[2 * kq + 1][2], s[2 * kq + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t qb[4];
-        ldmatrix_x4_trans(qb, tile_addr<D>(sQ, 16 * kq + lane % 16, 2 * dp + lane / 16));
-        Elem<T>::mma(dk[2 * dp], da, qb[0], qb[1]);
-        Elem<T>::mma(dk[2 * dp + 1], da, qb[2], qb[3]);
-      }
-    }
-    __syncthreads();  // barrier A: every warp's dS^T is stored
-
-    // dQ += dS K: warp w takes rows 16 (w % (BR / 16)) .. + 15 of the tile and kDqCols
-    // columns from (w / (BR / 16)) kDqCols. A = dS[query][key], stored transposed as
-    // dS^T[key][query]: ldmatrix.trans of matrix i (lanes 8i .. 8i + 7) at keys
-    // 16kk + 8 (i / 2) + lane % 8, query chunk 2 (row slice) + i % 2 gives a0..a3.
-    // B = K [key][d] (ldmatrix.trans, as V in P V).
-    constexpr int kSlices = BR / 16, kCols = C::kDqCols;
-    const int slice = warp % kSlices, col0 = (warp / kSlices) * kCols;
-    const int query_row = 16 * slice;
-    const bool row_ok[2] = {q0 + query_row + g < p.seq_q, q0 + query_row + g + 8 < p.seq_q};
-    float* dq_rows = dq_sum + a.row(b, h, q0 + query_row + g) * D + col0;
-    float acc[kCols / 8][4];
-#pragma unroll
-    for (int n = 0; n < kCols / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+      for (int n = 0; n < kCols / 8; ++n)
+        acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
 #pragma unroll 2
     for (int kk = 0; kk < BC / 16; ++kk) {
-      uint32_t da[4];
-      ldmatrix_x4_trans(da, tile_addr<BR>(sdS, 16 * kk + 8 * (lane / 16) + lane % 8,
-                                          2 * slice + (lane / 8) % 2));
+      uint32_t da[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        ldmatrix_x4_trans(da[mt], tile_addr<BR>(sdS, 16 * kk + 8 * (lane / 16) + lane % 8,
+                                                4 * half + 2 * mt + (lane / 8) % 2));
 #pragma unroll
       for (int dp = 0; dp < kCols / 16; ++dp) {
         uint32_t kb[4];
         ldmatrix_x4_trans(kb, tile_addr<D>(sK, 16 * kk + lane % 16, col0 / 8 + 2 * dp + lane / 16));
-        Elem<T>::mma(acc[2 * dp], da, kb[0], kb[1]);
-        Elem<T>::mma(acc[2 * dp + 1], da, kb[2], kb[3]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          Elem<T>::mma(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
+          Elem<T>::mma(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
+        }
       }
     }
 #pragma unroll
-    for (int n = 0; n < kCols / 8; ++n) {
-      const int col = 8 * n + 2 * tq;
+    for (int mt = 0; mt < 2; ++mt) {
+      const int row = q0 + 32 * half + 16 * mt + g;  // and row + 8
+      float* dq_rows = dq_sum + a.row(b, h, row) * D + col0;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if (!row_ok[r]) continue;
-        float* dst = dq_rows + 8 * r * D + col;
+      for (int n = 0; n < kCols / 8; ++n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (row + 8 * r >= p.seq_q) continue;
+          float* dst = dq_rows + 8 * r * D + 8 * n + 2 * tq;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        // sm_90 adds two neighbouring floats in one atomic (RED.E.ADD.F32x2): half the ops.
-        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
+          // sm_90 adds two neighbouring floats in one atomic: half the operations.
+          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[mt][n][2 * r], acc[mt][n][2 * r + 1]));
 #else
-        atomicAdd(dst, acc[n][2 * r]);
-        atomicAdd(dst + 1, acc[n][2 * r + 1]);
+          atomicAdd(dst, acc[mt][n][2 * r]);
+          atomicAdd(dst + 1, acc[mt][n][2 * r + 1]);
 #endif
-      }
+        }
     }
   }
   device::cp_async_wait<0>();
@@ -311,15 +320,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // Epilogue: dK (times the scale) and dV rounded to T, staged in the K and V tiles, then
   // written out as 16-byte row chunks (coalesced), rows < seq_k, columns < head_dim.
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = key_row + g + 8 * r;
-      const int at = m07::chunk_offset<D, true>(row, n) + 2 * tq;
-      *reinterpret_cast<uint32_t*>(smem + C::kK + at) =
-          Elem<T>::pack(dk[n][2 * r] * a.scale, dk[n][2 * r + 1] * a.scale);
-      *reinterpret_cast<uint32_t*>(smem + C::kV + at) = Elem<T>::pack(dv[n][2 * r], dv[n][2 * r + 1]);
-    }
+    for (int n = 0; n < kHalfD / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int at = m07::chunk_offset<D, true>(key_row + 16 * mt + g + 8 * r,
+                                                  kHalfD / 8 * half + n) + 2 * tq;
+        *reinterpret_cast<uint32_t*>(smem + C::kK + at) =
+            Elem<T>::pack(dk[mt][n][2 * r] * a.scale, dk[mt][n][2 * r + 1] * a.scale);
+        *reinterpret_cast<uint32_t*>(smem + C::kV + at) =
+            Elem<T>::pack(dv[mt][n][2 * r], dv[mt][n][2 * r + 1]);
+      }
   __syncthreads();
   constexpr int kChunks = D / 8;
   for (int c = int(threadIdx.x); c < 2 * BC * kChunks; c += C::kThreads) {
