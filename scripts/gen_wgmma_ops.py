@@ -60,6 +60,23 @@ struct Wgmma<{n}> {{
           : "memory");
     }}""")
     parts.append(f"""  }}
+  // D (+)= A B with A (64 x 16) in shared memory, K-major, and B (16 x {n}) in shared memory
+  // stored N-major (imm-trans-b = 1): module 11's dQ = dS K, K stored [key][d].
+  template <bool kBf16>
+  __device__ static void a_smem_b_n_major(float (&d)[{r}], uint64_t desc_a, uint64_t desc_b,
+                                          int accumulate) {{""")
+    for ptx, flag in TYPES:
+        kw = "if constexpr (kBf16)" if flag == "true" else "else"
+        parts.append(f"""    {kw} {{
+      asm volatile(
+          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
+          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
+          "{{{operand_list(r)}}}, %{r}, %{r + 1}, p, 1, 1, 0, 1;\\n}}\\n"
+          : {accumulators(r)}
+          : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+          : "memory");
+    }}""")
+    parts.append(f"""  }}
   // D (+)= A B with A (64 x 16) in registers (4 x 32 bits per thread, mma.sync's A fragment
   // layout per warp) and B (16 x {n}) in shared memory stored N-major: imm-trans-b = 1.
   template <bool kBf16>

@@ -6,12 +6,15 @@
 // rounded inputs, each gradient by its relative L2 error: backward_tolerance(dtype), 1e-4 for
 // f32, 1e-2 for f16, 4e-2 for bf16 (common/backward_runner.h says why).
 // f32 problems run the readable kernels (your dkdv_for_key and dq_for_query), f16/bf16 the
-// tensor-core kernel (your probability and score_gradient inside the given pipeline).
+// tensor-core kernels (your probability and score_gradient inside the given pipelines): the
+// module's fastest (wgmma on a Hopper GPU) and the mma.sync kernel, each on every case.
 // The shapes are the odd ones of the earlier modules: 1, 17, 65, 1000, 4097 and seq_q !=
 // seq_k, head dims 59, 80 and 96, grouped K/V heads, BSHD strides, large logits, rows that see
 // no key (zero gradients, never NaN) and more than 65535 batch x heads.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/backward_runner.h"
 #include "modules/11_backward/backward_attention.h"
@@ -22,6 +25,30 @@ using namespace attn;
 namespace {
 
 const Kernel& kernel() { return testing::kernel_under_test(11, testing::impl_under_test()); }
+
+// The module's entry runs its fastest kernel (wgmma on a Hopper GPU); this one runs the
+// mma.sync kernel, so that both tensor-core kernels are graded on a Hopper GPU.
+Status backward_mma_sync(const Problem& p, const void* q, const void* k, const void* v,
+                         const void* o, const void* dout, const float* lse, void* dq, void* dk,
+                         void* dv, cudaStream_t stream) {
+  return m11::ATTN_IMPL::backward_on(m11::Path::tensor_cores, p, q, k, v, o, dout, lse, dq, dk,
+                                     dv, stream);
+}
+const BackwardEntry mma_sync_entry{m11::ATTN_IMPL::forward_lse, backward_mma_sync};
+const Kernel& mma_sync_kernel() {
+  static const Kernel k = [] {
+    Kernel copy = kernel();
+    copy.backward = &mma_sync_entry;
+    return copy;
+  }();
+  return k;
+}
+// The tensor-core kernels a case runs on: the module's (fastest) and the mma.sync one.
+const std::vector<std::pair<const char*, const Kernel*>>& tensor_core_kernels() {
+  static const std::vector<std::pair<const char*, const Kernel*>> kernels = {
+      {"fastest kernel", &kernel()}, {"mma.sync kernel", &mma_sync_kernel()}};
+  return kernels;
+}
 
 const char* kMath = "modules/11_backward/README.md, section 1 (the math)";
 const char* kRows = "modules/11_backward/README.md, section 2 (the readable kernels)";
@@ -35,7 +62,8 @@ Problem problem(int batch, int heads, int seq_q, int seq_k, int d, bool causal, 
 }
 
 // Fresh inputs, forward + backward, every result compared; on failure the harness's hints.
-bool check(const Problem& p, const char* lesson, float range = 1.0f) {
+bool check(const Problem& p, const char* lesson, float range = 1.0f,
+           const Kernel& kern = kernel(), const char* which = "") {
   if (testing::run_stopped()) return false;
   // Backward: 2.5x the forward's 4 B H Sq Sk d.
   const double flops = 14.0 * double(p.batch) * p.heads * p.seq_q * p.seq_k * p.head_dim;
@@ -44,9 +72,9 @@ bool check(const Problem& p, const char* lesson, float range = 1.0f) {
     return true;
   }
   const uint64_t seed = testing::next_seed();
-  INFO(p.describe() << ", seed " << seed);
+  INFO(p.describe() << ", seed " << seed << " " << std::string(which));
   const BackwardInputs in = random_backward_inputs(p, seed, range);
-  const BackwardCheck r = check_backward(kernel(), p, in);
+  const BackwardCheck r = check_backward(kern, p, in);
   if (r.passed()) return true;
   if (!r.status) {
     FAIL_CHECK("forward or backward failed: " << r.status.message() << "\n  read " << std::string(lesson));
@@ -82,32 +110,43 @@ TEST_CASE("fp32: causal, rows that see no key, grouped heads, large logits") {
 }
 
 TEST_CASE("tensor cores: odd shapes in f16 and bf16") {
-  for (DType t : {DType::bf16, DType::f16}) {
-    CHECK(check(problem(1, 1, 1, 1, 64, false, t), kTensorCores));
-    CHECK(check(problem(1, 2, 17, 65, 64, false, t), kTensorCores));
-    CHECK(check(problem(2, 3, 65, 17, 128, false, t), kTensorCores));
-    CHECK(check(problem(1, 2, 1000, 1000, 80, false, t, Layout::BSHD), kTensorCores));
-    CHECK(check(problem(1, 2, 129, 200, 59, false, t), kTensorCores));  // no 16-byte rows
-  }
+  for (const auto& [which, kern] : tensor_core_kernels())
+    for (DType t : {DType::bf16, DType::f16}) {
+      auto ok = [&, kern = kern, which = which](const Problem& p) {
+        return check(p, kTensorCores, 1.0f, *kern, which);
+      };
+      CHECK(ok(problem(1, 1, 1, 1, 64, false, t)));
+      CHECK(ok(problem(1, 2, 17, 65, 64, false, t)));
+      CHECK(ok(problem(2, 3, 65, 17, 128, false, t)));
+      CHECK(ok(problem(1, 2, 1000, 1000, 80, false, t, Layout::BSHD)));
+      CHECK(ok(problem(1, 2, 129, 200, 59, false, t)));  // no 16-byte rows
+    }
 }
 
 TEST_CASE("tensor cores: causal, rows that see no key, grouped heads") {
-  for (DType t : {DType::bf16, DType::f16}) {
-    CHECK(check(problem(1, 2, 1000, 1000, 128, true, t), kTensorCores));
-    CHECK(check(problem(2, 2, 300, 65, 64, true, t), kTensorCores));  // 235 rows see no key
-    CHECK(check(problem(1, 8, 65, 4097, 96, true, t, Layout::BSHD, 2), kTensorCores));
-    CHECK(check(problem(2, 4, 333, 333, 128, false, t, Layout::BHSD, 1), kTensorCores));  // MQA
-  }
+  for (const auto& [which, kern] : tensor_core_kernels())
+    for (DType t : {DType::bf16, DType::f16}) {
+      auto ok = [&, kern = kern, which = which](const Problem& p) {
+        return check(p, kTensorCores, 1.0f, *kern, which);
+      };
+      CHECK(ok(problem(1, 2, 1000, 1000, 128, true, t)));
+      CHECK(ok(problem(2, 2, 300, 65, 64, true, t)));  // 235 rows see no key
+      CHECK(ok(problem(1, 8, 65, 4097, 96, true, t, Layout::BSHD, 2)));
+      CHECK(ok(problem(2, 4, 333, 333, 128, false, t, Layout::BHSD, 1)));  // MQA
+    }
 }
 
 TEST_CASE("tensor cores: long sequences and large logits") {
-  CHECK(check(problem(1, 2, 4097, 4097, 128, true, DType::bf16), kTensorCores));
-  CHECK(check(problem(1, 2, 1000, 1000, 64, false, DType::f16), kMath, 3.0f));
-  CHECK(check(problem(1, 2, 1000, 1000, 128, true, DType::bf16), kMath, 3.0f));
+  for (const auto& [which, kern] : tensor_core_kernels()) {
+    CHECK(check(problem(1, 2, 4097, 4097, 128, true, DType::bf16), kTensorCores, 1.0f, *kern, which));
+    CHECK(check(problem(1, 2, 1000, 1000, 64, false, DType::f16), kMath, 3.0f, *kern, which));
+    CHECK(check(problem(1, 2, 1000, 1000, 128, true, DType::bf16), kMath, 3.0f, *kern, which));
+  }
 }
 
 TEST_CASE("more than 65535 batch x heads: one flat grid") {
-  CHECK(check(problem(2, 33000, 1, 3, 16, false, DType::bf16), kTensorCores));
+  for (const auto& [which, kern] : tensor_core_kernels())
+    CHECK(check(problem(2, 33000, 1, 3, 16, false, DType::bf16), kTensorCores, 1.0f, *kern, which));
   CHECK(check(problem(3, 22000, 2, 1, 8, true, DType::f32), kRows));
 }
 

@@ -3,11 +3,13 @@
 // shapes (bf16, B * N = 16k tokens, H * d = 2048, causal and not):
 //   fwd      the forward with its log-sum-exp (module 07's kernel with the SaveLse hook);
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
+// rungs: wgmma (Hopper's warpgroup MMA, the module's kernel on an H100), mma_sync (the
+// FlashAttention-2 backward of backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks
+// (its neighbouring configurations), rows (the readable kernels; short sequences only: slow).
 //   fwd+bwd  both, as a training step runs them.
 // FLOPs: the forward 4 B H (visible pairs) d; the backward 2.5x that (five products of the
 // same size as the forward's two, one of them, S, a recomputation: 5 / 2 = 2.5, the
-// convention of the FlashAttention papers); fwd+bwd 3.5x. Rungs: tensor_cores (the
-// FlashAttention-2 backward), rows (the readable kernels; short sequences only: slow).
+// convention of the FlashAttention papers); fwd+bwd 3.5x.
 // Writes one JSON file (--out) and prints a table; scripts/compare_torch_backward.py times
 // PyTorch's backends on the same shapes.
 #include <cuda_runtime.h>
@@ -42,13 +44,16 @@ void check_status(const Status& s) {
   if (!s) throw std::runtime_error(s.message());
 }
 
-// The rows rung as a backward entry, so that the runner checks it like any module.
-Status backward_rows(const Problem& p, const void* q, const void* k, const void* v,
-                     const void* o, const void* dout, const float* lse, void* dq, void* dk,
-                     void* dv, cudaStream_t stream) {
-  return m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream, m11::Path::rows);
+// The rows and mma.sync rungs as backward entries, so that the runner checks them like any
+// module (the module's own entry runs the fastest kernel: wgmma on an H100).
+template <m11::Path kPath>
+Status backward_on(const Problem& p, const void* q, const void* k, const void* v,
+                   const void* o, const void* dout, const float* lse, void* dq, void* dk,
+                   void* dv, cudaStream_t stream) {
+  return m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream, kPath);
 }
-const BackwardEntry rows_entry{m11::forward_lse<Steps>, backward_rows};
+const BackwardEntry rows_entry{m11::forward_lse<Steps>, backward_on<m11::Path::rows>};
+const BackwardEntry mma_sync_entry{m11::forward_lse<Steps>, backward_on<m11::Path::tensor_cores>};
 
 // Worst relative L2 error over O, dQ, dK, dV; -1 when a check fails.
 double check(const Kernel& kern, const Problem& p) {
@@ -82,12 +87,14 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", info.name.c_str());
     const Kernel* solution = find_kernel(11, Impl::solution);
     if (!solution || !solution->backward) throw std::runtime_error("module 11 is not linked in");
-    Kernel rows = *solution;
+    Kernel rows = *solution, mma_sync = *solution;
     rows.backward = &rows_entry;
+    mma_sync.backward = &mma_sync_entry;
+    const char* fastest = m11::hopper_available() ? "wgmma" : "mma_sync";
     bool all_ok = true;
     std::vector<json::Object> checks;
-    for (const auto& [name, kern] : {std::pair<const char*, const Kernel*>{"tensor_cores", solution},
-                                     {"rows", &rows}})
+    for (const auto& [name, kern] : {std::pair<const char*, const Kernel*>{fastest, solution},
+                                     {"mma_sync", &mma_sync}, {"rows", &rows}})
       for (DType t : {DType::bf16, DType::f16})
         for (Problem p : {Problem::make(2, 4, 1000, 333, 128, true, Layout::BSHD, 2),
                           Problem::make(1, 3, 65, 1000, 64, false), Problem::make(1, 2, 300, 17, 80, true)}) {
@@ -120,17 +127,21 @@ int main(int argc, char** argv) {
           auto fwd = [&](cudaStream_t s) {
             check_status(m11::forward_lse<Steps>(p, q.get(), k.get(), v.get(), o.get(), lse.get(), s));
           };
-          // The rungs: the production kernel, two of its neighbours (64 keys per block; at
-          // D = 64 two blocks per SM with 128 registers a thread), the readable kernels.
+          // The rungs: the wgmma kernel (Hopper), the mma.sync kernel and two of its
+          // neighbours (64 keys per block; at D = 64 two blocks per SM with 128 registers a
+          // thread), the readable kernels.
           using m11::BwdConfig;
           using Keys64 = std::pair<BwdConfig<64, 64, 64, 2>, BwdConfig<128, 64, 64, 2>>;
           using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
-          const std::vector<std::string> rungs = {"tensor_cores", "keys64", "two_blocks", "rows"};
+          std::vector<std::string> rungs = {"mma_sync", "keys64", "two_blocks", "rows"};
+          if (m11::hopper_available()) rungs.insert(rungs.begin(), "wgmma");
           for (const std::string& rung : rungs) {
             if (rung == "rows" && n > rows_max_seq) continue;
             if (rung == "two_blocks" && d != 64) continue;
-            if (rung != "tensor_cores" && rung != "rows" && n != 4096 && n != 16384) continue;
-            const m11::Path path = rung == "rows" ? m11::Path::rows : m11::Path::tensor_cores;
+            if ((rung == "keys64" || rung == "two_blocks") && n != 4096 && n != 16384) continue;
+            const m11::Path path = rung == "rows"       ? m11::Path::rows
+                                   : rung == "wgmma"    ? m11::Path::hopper
+                                                        : m11::Path::tensor_cores;
             auto bwd = [&](cudaStream_t s) {
               auto args = std::make_tuple(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
                                           lse.get(), dq.get(), dk.get(), dv.get(), s, path);

@@ -28,6 +28,11 @@ inline Status supports(const Problem& p) {
   return Status::ok();
 }
 
+// Which backward kernel runs: the readable rows kernels (rows_kernels.cuh), the mma.sync
+// kernel (backward_kernel.cuh, sm_80 on), the wgmma kernel (backward_hopper.cuh, Hopper from a
+// build with sm_90a code), or the fastest this GPU and build have. fp32 always runs rows.
+enum class Path { rows, tensor_cores, hopper, fastest };
+
 namespace ATTN_IMPL {
 
 // The plain forward (O only) of every type, as `attn run -m 11` without --backward runs it.
@@ -39,10 +44,14 @@ Status forward16(const Problem& p, const void* q, const void* k, const void* v, 
 // sees no key); tensors in p.dtype.
 Status forward_lse(const Problem& p, const void* q, const void* k, const void* v, void* o,
                    float* lse, cudaStream_t stream);
-// dQ, dK, dV (common/backward.h).
+// dQ, dK, dV (common/backward.h), on the fastest kernel.
 Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
                 const void* dout, const float* lse, void* dq, void* dk, void* dv,
                 cudaStream_t stream);
+// The same on a chosen kernel (the grader checks each one the GPU can run).
+Status backward_on(Path path, const Problem& p, const void* q, const void* k, const void* v,
+                   const void* o, const void* dout, const float* lse, void* dq, void* dk,
+                   void* dv, cudaStream_t stream);
 
 }  // namespace ATTN_IMPL
 }  // namespace attn::m11

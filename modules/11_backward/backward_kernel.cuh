@@ -1,26 +1,26 @@
 // Module 11, given: the FlashAttention-2 backward on the tensor cores (f16/bf16, mma.sync as
 // in module 07), calling BackwardSteps (the exercise) for the math of each score.
 //
-// Work partitioning (README, section 3): a block owns kKeys consecutive keys of one K/V head;
-// each warp owns 16 of them. dK and dV of those keys live in the warp's registers for the
-// whole kernel, so they are written once, without atomics; for grouped K/V heads the block
-// visits every query head of its group and the sums over the group come for free. The block
-// streams the query tiles (kQueries rows of Q, dO, lse, D) through shared memory, double
-// buffered, and per query tile each warp runs five products:
+// Work partitioning (README, section 3): a block owns kKeys consecutive keys of one K/V head.
+// dK and dV of those keys live in the warps' registers for the whole kernel, so they are
+// written once, without atomics; for grouped K/V heads the block visits every query head of
+// its group and the sums over the group come for free. The block streams the query tiles
+// (kQueries rows of Q, dO, lse, D) through shared memory, double buffered, and per query tile
+// runs five products:
 //
-//     S^T  = K_w Q^T          scores, keys as rows (the warp's 16 x kQueries)
+//     S^T  = K Q^T            scores, keys as rows
 //     P^T  = 2^(S^T scale log2(e) - lse2)   recomputed: Steps::probability
-//     dV_w += P^T dO          P^T straight from the accumulators (C layout = A layout)
-//     dP^T = V_w dO^T
+//     dP^T = V dO^T
 //     dS^T = P^T o (dP^T - D)                Steps::score_gradient
-//     dK_w += dS^T Q
-//     dQ  += dS K             every warp's dS^T goes through shared memory; each warp then
-//                             takes 16 query rows x all d and adds them to an fp32 buffer
-//                             with atomics (other blocks add their keys' share to the same
-//                             rows at the same time)
+//     dV  += P^T dO           P^T and dS^T are stored (16-bit) in shared memory: each warp
+//     dK  += dS^T Q           needs the queries other warps computed
+//     dQ  += dS K             added to an fp32 buffer with atomics (other blocks add their
+//                             keys' share to the same rows at the same time)
 //
-// Computing S^T (keys as rows) rather than S is what makes dV and dK products with the
-// accumulators as the A operand; only dQ needs the transpose, through shared memory.
+// Each warp owns 32 keys in every product with keys as rows, and halves of the other side
+// (32 of the 64 queries in S^T and dP^T, D/2 columns of dV and dK): two 16-row m-tiles, so
+// every ldmatrix fragment of the other operand feeds two mma. Keys as rows (S^T rather than
+// S) keeps dV and dK, the products that stay in registers, in the layout of the accumulators.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -208,10 +208,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
     const int h = step_head(step), q0 = step_q0(step);
-    if (step + 1 < steps) load_step(step + 1, stage ^ 1);  // read last before step's barrier A
+    device::cp_async_wait<0>();  // this step's tiles have landed (own copies) ...
+    __syncthreads();  // ... everyone's; everyone is done with the last step: its P^T, dS^T and
+                      // its Q and dO stage, which dV and dK read after barrier A
+    if (step + 1 < steps) load_step(step + 1, stage ^ 1);  // lands while this step computes
     device::cp_async_commit();
-    device::cp_async_wait<1>();  // this step's tiles have landed (own copies) ...
-    __syncthreads();             // ... everyone's; everyone is done with the last P^T, dS^T
     const uint32_t sQ = s_base + 2 * (C::kQ + stage * BR * D);
     const uint32_t sdO = s_base + 2 * (C::kdO + stage * BR * D);
     const float* lse2 = s_rows + stage * BR;

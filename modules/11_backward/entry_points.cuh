@@ -7,7 +7,9 @@
 // 07's kernel (its production configurations, module 07's solution as the warp step) with
 // SaveLse as its epilogue hook. The backward: prepare_rows_kernel (D and lse in base 2), then
 //   Path::rows          dkdv_rows_kernel + dq_rows_kernel (the fp32 rung; any type);
-//   Path::tensor_cores  flash_bwd_kernel + store_dq_kernel (f16/bf16).
+//   Path::tensor_cores  flash_bwd_kernel (mma.sync) + store_dq_kernel (f16/bf16, sm_80 on);
+//   Path::hopper        flash_bwd_wgmma_kernel (wgmma) + store_dq_kernel (f16/bf16, sm_90a);
+//   Path::fastest       hopper where this GPU and build have it, else tensor_cores.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +27,7 @@
 #include "common/status.h"
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
 #include "modules/11_backward/backward_attention.h"
+#include "modules/11_backward/backward_hopper.cuh"
 #include "modules/11_backward/backward_kernel.cuh"
 #include "modules/11_backward/rows_kernels.cuh"
 
@@ -53,7 +56,27 @@ struct SaveLse : m07::NoModifiers {
   }
 };
 
-enum class Path { rows, tensor_cores };
+// True on a compute capability 9.x GPU when this build carries the wgmma kernel's sm_90a code
+// (asked once of the device).
+inline bool hopper_available() {
+  static const bool available = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        major != 9)
+      return false;
+    int* flag = nullptr;
+    int value = 0;
+    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
+    probe_wgmma_code<<<1, 1>>>(flag);
+    const bool ok = cudaGetLastError() == cudaSuccess &&
+                    cudaMemcpy(&value, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(flag);
+    cudaGetLastError();  // a missing kernel image is an answer here, not an error to keep
+    return ok && value == 1;
+  }();
+  return available;
+}
 
 template <class T>
 RowsArgs<T> rows_args(const Problem& p, const void* q, const void* k, const void* v,
@@ -139,7 +162,9 @@ struct Scratch {
 using Production64 = BwdConfig<64, 128, 64, 1>;
 using Production128 = BwdConfig<128, 128, 64, 1>;
 
-template <class Steps, class T, class C>
+// The dQ sums (zeroed), one of the two tensor-core kernels, dQ's store. kHopper: the wgmma
+// kernel (C is HopperBwdConfig), else the mma.sync kernel (C is BwdConfig).
+template <class Steps, class T, class C, bool kHopper>
 Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream) {
   const Problem& p = a.p;
   constexpr int D = C::D;
@@ -152,9 +177,16 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
                    rows_aligned16(a.dout, p.o, 2) && rows_aligned16(a.dk, p.k, 2) &&
                    rows_aligned16(a.dv, p.v, 2);
   using Kernel = void (*)(RowsArgs<T>, int, float*);
-  static const Kernel kernels[2][2] = {
-      {flash_bwd_kernel<Steps, T, C, false, false>, flash_bwd_kernel<Steps, T, C, false, true>},
-      {flash_bwd_kernel<Steps, T, C, true, false>, flash_bwd_kernel<Steps, T, C, true, true>}};
+  auto pick = [](auto causal, auto vec) -> Kernel {
+    if constexpr (kHopper)
+      return flash_bwd_wgmma_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
+    else
+      return flash_bwd_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
+  };
+  using No = std::false_type;
+  using Yes = std::true_type;
+  static const Kernel kernels[2][2] = {{pick(No{}, No{}), pick(No{}, Yes{})},
+                                       {pick(Yes{}, No{}), pick(Yes{}, Yes{})}};
   static const cudaError_t opt_in = device::allow_shared_memory(
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
@@ -175,10 +207,14 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
 template <class Steps, class C64 = Production64, class C128 = Production128>
 Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
                 const void* dout, const float* lse, void* dq, void* dk, void* dv,
-                cudaStream_t stream, Path path = Path::tensor_cores) {
+                cudaStream_t stream, Path path = Path::fastest) {
   if (Status s = supports(p); !s) return s;
   if (Status s = check_grid(p); !s) return s;
   if (p.dtype == DType::f32) path = Path::rows;  // the tensor cores take 16-bit operands
+  if (path == Path::fastest) path = hopper_available() ? Path::hopper : Path::tensor_cores;
+  if (path == Path::hopper && !hopper_available())
+    return Status::error("module 11: the wgmma kernel needs a Hopper GPU (compute capability "
+                         "9.x) and a build with sm_90a code (-DCMAKE_CUDA_ARCHITECTURES=90)");
   return with_type(p.dtype, [&](auto t) -> Status {
     using T = decltype(t);
     RowsArgs<T> a = rows_args<T>(p, q, k, v, o, dout);
@@ -196,7 +232,10 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
       constexpr int D = decltype(d)::value;
       if constexpr (!std::is_same_v<T, float>) {
         using C = std::conditional_t<D == 64, C64, C128>;
-        if (path == Path::tensor_cores) return launch_tensor_cores<Steps, T, C>(a, scratch, stream);
+        if (path == Path::tensor_cores)
+          return launch_tensor_cores<Steps, T, C, false>(a, scratch, stream);
+        if (path == Path::hopper)
+          return launch_tensor_cores<Steps, T, HopperBwdConfig<D>, true>(a, scratch, stream);
       }
       dkdv_rows_kernel<Steps, T, D>
           <<<row_grid(p.seq_k, int64_t(p.batch) * p.kv_heads), kRowThreads, 0, stream>>>(
@@ -236,4 +275,9 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
                   const void* o, const void* dout, const float* lse, void* dq, void* dk,      \
                   void* dv, cudaStream_t stream) {                                            \
     return ::attn::m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream);        \
+  }                                                                                           \
+  Status backward_on(Path path, const Problem& p, const void* q, const void* k, const void* v,\
+                     const void* o, const void* dout, const float* lse, void* dq, void* dk,   \
+                     void* dv, cudaStream_t stream) {                                         \
+    return ::attn::m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream, path);  \
   }

@@ -1,0 +1,322 @@
+// Module 11, given: the backward on Hopper's warpgroup MMA (wgmma, sm_90a), the tensor-core
+// kernel of backward_kernel.cuh moved onto module 09's instructions (README, section 5).
+//
+// The same work partitioning: a block owns 128 keys of one K/V head, streams the query tiles
+// (64 rows of Q, dO, lse, D) through shared memory with cp.async, double buffered, and keeps
+// dK and dV in registers. The block is two warpgroups of 128 threads; warpgroup w owns keys
+// 64w .. 64w + 63 and runs, per query tile:
+//
+//     S^T  = K_w Q^T          wgmma m64n64, both operands read from shared memory
+//     dP^T = V_w dO^T         wgmma m64n64
+//     P^T, dS^T               Steps::probability, Steps::score_gradient on the accumulators
+//     dV  += P^T dO           wgmma m64nD, A = P^T from registers (the accumulator layout is
+//     dK  += dS^T Q           the A layout), B read from shared memory N-major
+//     dQ  += dS K             dS stored [query][key] in shared memory; D = 128: warpgroup w
+//                             takes columns 64w .. 64w + 63 over all 128 keys; D = 64: all
+//                             columns over its own 64 keys (two partial sums per tile)
+//
+// The difference from mma.sync: the tensor cores read the shared-memory operands themselves;
+// no ldmatrix moves them through registers first, which is what limited the mma.sync kernel
+// (its shared-memory pipe, not its tensor cores, was the busiest unit). Tiles are stored in
+// the 128-byte swizzle wgmma reads (module 09, section 2): 64-column panels of 128-byte rows,
+// 16-byte chunk c of row r at chunk c ^ (r % 8), every panel on a 1024-byte boundary.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/device/cp_async.cuh"
+#include "common/device/math.cuh"
+#include "common/problem.h"
+#include "modules/09_hopper/hopper_ptx.cuh"
+#include "modules/09_hopper/wgmma_ops.cuh"
+#include "modules/11_backward/rows_kernels.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTN_M11_WGMMA 1  // this compilation pass targets sm_90a: wgmma exists
+#else
+#define ATTN_M11_WGMMA 0
+#endif
+
+namespace attn::m11 {
+
+template <int D_>
+struct HopperBwdConfig {
+  static constexpr int D = D_;
+  static constexpr int kKeys = 128, kQueries = 64, kThreads = 256;
+  static constexpr int kPanels = D / 64;  // 64 16-bit columns = one 128-byte row
+  // D = 128: dQ split by columns between the warpgroups; D = 64: by keys.
+  static constexpr bool kDqByColumns = D == 128;
+  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2].
+  static constexpr int kTileK = kKeys * D * 2, kTileQ = kQueries * D * 2;
+  static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
+  static constexpr int kdS = kdO + 2 * kTileQ;
+  static constexpr int kRows = kdS + kQueries * kKeys * 2;
+  static constexpr int kSmemBytes = kRows + 4 * kQueries * 4 + 1024;  // + alignment slack
+  static_assert(D == 64 || D == 128, "D is 64 or 128");
+  static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
+};
+
+// Byte offset of 16-byte chunk `chunk` (of the whole row) of row `row` in a tile of kRows
+// rows stored as 64-column panels with the 128-byte swizzle.
+template <int kRows>
+__device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
+  return (chunk / 8) * (kRows * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) << 4);
+}
+
+// Rows [0, kRows) of a head slice into a panel tile; rows >= rows_valid and columns >=
+// head_dim become zeros (kVec: 16-byte cp.async; else element by element).
+template <int kRows, int D, int kThreads, bool kVec>
+__device__ __forceinline__ void load_panels(unsigned char* tile, const uint16_t* __restrict__ g,
+                                            int64_t ld, int rows_valid, int head_dim) {
+  constexpr int kChunks = D / 8;
+  for (int i = int(threadIdx.x); i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    unsigned char* dst = tile + panel_offset<kRows>(r, c);
+    const uint16_t* src = g + r * ld + c * 8;
+    if constexpr (kVec) {
+      const bool ok = r < rows_valid && c * 8 < head_dim;
+      device::cp_async_16(dst, ok ? src : g, ok);
+    } else {
+      uint16_t x[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        x[e] = r < rows_valid && c * 8 + e < head_dim ? src[e] : uint16_t(0);
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(x);
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack16(float lo, float hi) {
+  return m07::Elem<T>::pack(lo, hi);
+}
+
+template <class Steps, class T, class C, bool kCausal, bool kVec>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_bwd_wgmma_kernel(RowsArgs<T> a, int key_blocks, float* __restrict__ dq_sum) {
+#if ATTN_M11_WGMMA
+  using namespace m09;
+  constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const Problem& p = a.p;
+  const int wg = int(threadIdx.x) / 128, warp = (int(threadIdx.x) % 128) / 32;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, tq = lane % 4;
+
+  const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
+  const int key_block = int(blockIdx.x / bg_count);
+  const int bg = int(blockIdx.x % bg_count);
+  const int b = bg / p.kv_heads, kvh = bg % p.kv_heads;
+  const int k0 = key_block * BC;
+  const int group = p.heads / p.kv_heads;
+  const int q_tiles = (p.seq_q + BR - 1) / BR;
+  const int first_tile = kCausal ? first_query(p, k0) / BR : 0;
+  const int tiles_per_head = q_tiles - first_tile;
+  const int steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
+  auto step_head = [&](int step) { return kvh * group + step / tiles_per_head; };
+  auto step_q0 = [&](int step) {  // rotated start: see flash_bwd_kernel
+    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * BR;
+  };
+
+  const uint32_t s_base = shared_address(smem);
+  const uint32_t sK = s_base + C::kK, sV = s_base + C::kV, sdS = s_base + C::kdS;
+  float* const s_rows = reinterpret_cast<float*>(smem + C::kRows);  // lse2[2] | D[2]
+
+  auto load_step = [&](int step, int stage) {
+    const int h = step_head(step), q0 = step_q0(step);
+    load_panels<BR, D, C::kThreads, kVec>(
+        smem + C::kQ + stage * C::kTileQ,
+        reinterpret_cast<const uint16_t*>(a.q) + Problem::offset(p.q, b, h, q0), p.q.seq,
+        p.seq_q - q0, p.head_dim);
+    load_panels<BR, D, C::kThreads, kVec>(
+        smem + C::kdO + stage * C::kTileQ,
+        reinterpret_cast<const uint16_t*>(a.dout) + Problem::offset(p.o, b, h, q0), p.o.seq,
+        p.seq_q - q0, p.head_dim);
+    const int t = int(threadIdx.x);
+    if (t < BR / 2) {
+      const int which = t / (BR / 4), piece = t % (BR / 4);  // 0: lse2, 1: D
+      const float* src = (which == 0 ? a.lse2 : a.delta) + a.row(b, h, q0) + 4 * piece;
+      device::cp_async_16(s_rows + (2 * which + stage) * BR + 4 * piece, src, true);
+    }
+  };
+
+  load_panels<BC, D, C::kThreads, kVec>(
+      smem + C::kK, reinterpret_cast<const uint16_t*>(a.k) + Problem::offset(p.k, b, kvh, k0),
+      p.k.seq, p.seq_k - k0, p.head_dim);
+  load_panels<BC, D, C::kThreads, kVec>(
+      smem + C::kV, reinterpret_cast<const uint16_t*>(a.v) + Problem::offset(p.v, b, kvh, k0),
+      p.v.seq, p.seq_k - k0, p.head_dim);
+  if (steps > 0) load_step(0, 0);
+  device::cp_async_commit();
+
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+  // Accumulator element i of a 64 x N wgmma tile: row 16 warp + g + 8 ((i % 4) / 2) of the
+  // warpgroup's 64, column 8 (i / 4) + 2 tq + i % 2 (wgmma_ops.cuh).
+  const int key_row = 64 * wg + 16 * warp + g;  // within the block; + 8 for (i % 4) >= 2
+
+  for (int step = 0; step < steps; ++step) {
+    const int stage = step & 1;
+    const int h = step_head(step), q0 = step_q0(step);
+    device::cp_async_wait<0>();
+    fence_shared_for_async_proxy();  // cp.async wrote what the tensor cores read next
+    __syncthreads();  // everyone's tiles landed; everyone is done with the last step
+    if (step + 1 < steps) load_step(step + 1, stage ^ 1);
+    device::cp_async_commit();
+    const uint32_t sQ = s_base + C::kQ + stage * C::kTileQ;
+    const uint32_t sdO = s_base + C::kdO + stage * C::kTileQ;
+    const float* lse2 = s_rows + stage * BR;
+    const float* delta = s_rows + (2 + stage) * BR;
+
+    // S^T and dP^T: both operands K-major (rows of 16-bit values along d); each k16 step is
+    // 32 bytes further along the 128-byte rows, a new panel every 4 steps; SBO = 1024 bytes
+    // from one 8-row atom to the next (module 09's issue_scores).
+    float s[32], dp[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
+      const uint64_t ka = matrix_descriptor(sK + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
+      const uint64_t qb = matrix_descriptor(sQ + at * BR * 128 + step_bytes, 16, 1024);
+      Wgmma<64>::template a_smem<kBf16>(s, ka, qb, kk > 0 ? 1 : 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
+      const uint64_t va = matrix_descriptor(sV + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
+      const uint64_t ob = matrix_descriptor(sdO + at * BR * 128 + step_bytes, 16, 1024);
+      Wgmma<64>::template a_smem<kBf16>(dp, va, ob, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(s);
+    fence_registers(dp);
+
+    // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
+    // and, with the mask, keys a query does not see: -inf, so P = 0.
+    const bool edge = k0 + BC > p.seq_k || (kCausal && q0 + (p.seq_k - p.seq_q) < k0 + BC - 1);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int key = k0 + key_row + 8 * ((i % 4) / 2);
+      const int col = 8 * (i / 4) + 2 * tq + (i % 2);
+      float x = s[i];
+      if (edge && (key >= p.seq_k || (kCausal && key > q0 + col + (p.seq_k - p.seq_q))))
+        x = -INFINITY;
+      s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
+      dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
+    }
+    // dS stored [query][key] (the A operand of dQ = dS K, K-major): each element goes to its
+    // transposed place, 16 bits at a time.
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int key = key_row + 8 * ((i % 4) / 2), query = 8 * (i / 4) + 2 * tq + (i % 2);
+      const uint32_t at = sdS + panel_offset<BR>(query, key / 8) + (key % 8) * 2;
+      const uint32_t bits = pack16<T>(dp[i], 0.0f) & 0xffffu;
+      asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(uint16_t(bits)) : "memory");
+    }
+    // P^T and dS^T as A fragments: the accumulators of two adjacent 8-column blocks are the A
+    // layout of one k16 step (module 09's rescale_and_pack).
+    uint32_t pa[BR / 16][4], da[BR / 16][4];
+#pragma unroll
+    for (int kq = 0; kq < BR / 16; ++kq)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        pa[kq][r] = pack16<T>(s[8 * kq + 2 * r], s[8 * kq + 2 * r + 1]);
+        da[kq][r] = pack16<T>(dp[8 * kq + 2 * r], dp[8 * kq + 2 * r + 1]);
+      }
+    // dV += P^T dO, dK += dS^T Q: B = dO or Q [query][d], N-major (d contiguous): LBO = bytes
+    // from one 64-column panel to the next, SBO = 1024 bytes from 8 queries to the next 8,
+    // each k16 step 16 rows further (module 09's issue_pv).
+    wgmma_fence();
+#pragma unroll
+    for (int kq = 0; kq < BR / 16; ++kq) {
+      const uint64_t ob = matrix_descriptor(sdO + kq * 16 * 128, BR * 128, 1024);
+      Wgmma<D>::template a_regs_b_n_major<kBf16>(dv, pa[kq], ob, 1);
+    }
+#pragma unroll
+    for (int kq = 0; kq < BR / 16; ++kq) {
+      const uint64_t qb = matrix_descriptor(sQ + kq * 16 * 128, BR * 128, 1024);
+      Wgmma<D>::template a_regs_b_n_major<kBf16>(dk, da[kq], qb, 1);
+    }
+    wgmma_commit();
+
+    // dQ += dS K. A = dS [query][key] K-major; B = K [key][d] N-major.
+    fence_shared_for_async_proxy();  // the st.shared of dS, read by the tensor cores next
+    if constexpr (C::kDqByColumns) {
+      __syncthreads();  // both warpgroups' dS: each takes all 128 keys
+    } else {
+      named_barrier_sync(1 + wg, 128);  // its own 64 keys only
+    }
+    float dq[32];
+    constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kDqSteps; ++kk) {
+      const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
+      const uint64_t sa =
+          matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
+      const uint32_t k_panel = C::kDqByColumns ? wg * BC * 128 : 0;  // d columns 64 wg ..
+      const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
+      Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();  // dV, dK and dQ
+    fence_registers(dq);
+    fence_registers(dv);
+    fence_registers(dk);
+    const int col0 = C::kDqByColumns ? 64 * wg : 0;
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
+      if (row >= p.seq_q) continue;
+      float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
+      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+    }
+  }
+  device::cp_async_wait<0>();
+  __syncthreads();  // every warpgroup is done with K and V: they stage dK and dV now
+
+  // Epilogue: dK (times the scale) and dV rounded to T, staged in the K and V tiles (same
+  // panel layout), then written out as 16-byte row chunks, rows < seq_k, columns < head_dim.
+#pragma unroll
+  for (int i = 0; i < D / 2; i += 2) {
+    const int row = key_row + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * tq;
+    const int at = panel_offset<BC>(row, col / 8) + (col % 8) * 2;
+    *reinterpret_cast<uint32_t*>(smem + C::kK + at) = pack16<T>(dk[i] * a.scale, dk[i + 1] * a.scale);
+    *reinterpret_cast<uint32_t*>(smem + C::kV + at) = pack16<T>(dv[i], dv[i + 1]);
+  }
+  __syncthreads();
+  constexpr int kChunks = D / 8;
+  for (int c = int(threadIdx.x); c < 2 * BC * kChunks; c += C::kThreads) {
+    const int which = c / (BC * kChunks), rc = c % (BC * kChunks);
+    const int row = rc / kChunks, chunk = rc % kChunks;
+    if (k0 + row >= p.seq_k || chunk * 8 >= p.head_dim) continue;
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(
+        smem + (which == 0 ? C::kK : C::kV) + panel_offset<BC>(row, chunk));
+    uint16_t* dst = reinterpret_cast<uint16_t*>(which == 0 ? a.dk : a.dv) +
+                    Problem::offset(which == 0 ? p.k : p.v, b, kvh, k0 + row) + chunk * 8;
+    if constexpr (kVec) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < 8 && chunk * 8 + e < p.head_dim; ++e) dst[e] = src[e];
+    }
+  }
+#else
+  (void)a, (void)key_blocks, (void)dq_sum;
+#endif
+}
+
+// Whether this build carries sm_90a code for module 11's wgmma kernel (a build for other GPUs
+// compiles it with an empty body).
+template <int kUnused = 0>
+__global__ void probe_wgmma_code(int* has_code) {
+  *has_code = ATTN_M11_WGMMA;
+}
+
+}  // namespace attn::m11
