@@ -4,7 +4,7 @@ scripts/make_figures.py through make(out_dir); runnable alone:
 python3 scripts/figures_11.py [out_dir] [--bench11 FILE] [--torch11 FILE].
 
   11_backward.png   measured: TFLOP/s of the backward alone against N on the H100, bf16, batch
-                    x N = 16384 tokens: ours (bench_11's tensor_cores rung,
+                    x N = 16384 tokens: ours (bench_11's wgmma and mma_sync rungs,
                     docs/results/bench11_h100.json) beside PyTorch SDPA's FLASH_ATTENTION and
                     CUDNN_ATTENTION backends (scripts/compare_torch_backward.py,
                     docs/results/torch11_h100.json); one panel per head dim, causal dashed.
@@ -25,7 +25,8 @@ BENCH11 = os.path.join(RESULTS, "bench11_h100.json")
 TORCH11 = os.path.join(RESULTS, "torch11_h100.json")
 
 # (rung, label, colour): one colour per implementation in both panels.
-SERIES = [("tensor_cores", "ours (module 11)", COLORS["o"]),
+SERIES = [("wgmma", "module 11, wgmma (Hopper)", COLORS["o"]),
+          ("mma_sync", "module 11, mma.sync", COLORS["s"]),
           ("torch_flash", "PyTorch FLASH_ATTENTION", COLORS["k"]),
           ("torch_cudnn", "PyTorch CUDNN_ATTENTION", COLORS["v"])]
 
@@ -50,7 +51,7 @@ def backward_tflops(out_dir, bench_path=BENCH11, torch_path=TORCH11):
     with open(torch_path) as f:
         theirs = json.load(f)
     rows = bench["records"] + theirs["records"]
-    dims = sorted({r["head_dim"] for r in bench["records"] if r.get("rung") == "tensor_cores"})
+    dims = sorted({r["head_dim"] for r in bench["records"] if r.get("rung") in ("wgmma", "mma_sync")})
     fig, axes = plt.subplots(1, len(dims), figsize=(6.2 * len(dims), 5.0), squeeze=False)
     top = max([r.get("bwd_tflops") or 0.0 for r in rows] + [1.0])
     seqs = sorted({r["seq"] for r in rows})

@@ -14,7 +14,8 @@ marker comments:
   <!-- results_11:backward --> ... <!-- /results_11:backward -->   the backward alone
   <!-- results_11:fwd_bwd --> ... <!-- /results_11:fwd_bwd -->     forward + backward
 
-Ours is bench_11's "tensor_cores" rung; PyTorch's are the FLASH_ATTENTION and CUDNN_ATTENTION
+Ours are bench_11's "wgmma" rung (the module's kernel on a Hopper GPU) and "mma_sync" rung (the
+kernel of every GPU from sm_80); the ratios use the first of them the file has. PyTorch's are the FLASH_ATTENTION and CUDNN_ATTENTION
 backends (torch_flash, torch_cudnn). The times and TFLOP/s printed are values of the two files
 to the printed precision, so the documentation check (tests/test_docs.py) finds them; the
 ratios (our TFLOP/s over theirs) are arithmetic on them, printed as plain numbers under
@@ -30,7 +31,7 @@ BENCH = os.path.join(ROOT, "docs", "results", "bench11_h100.json")
 TORCH = os.path.join(ROOT, "docs", "results", "torch11_h100.json")
 DOCS = [os.path.join(ROOT, "modules", "11_backward", "README.md"),
         os.path.join(ROOT, "docs", "results.md")]
-OURS = "tensor_cores"
+OURS = [("wgmma", "wgmma"), ("mma_sync", "mma.sync")]  # (rung, label), the main one first
 THEIRS = [("torch_flash", "FLASH"), ("torch_cudnn", "cuDNN")]
 # block name -> (field prefix of the records, what the block measures, FLOPs per forward FLOP)
 BLOCKS = {
@@ -76,33 +77,41 @@ def ratio(a, b):
 
 def tables(bench, torch_doc, block):
     prefix, what, times = BLOCKS[block]
-    ours_recs = [r for r in bench["records"] if r.get("rung") == OURS]
+    ours = [(rung, label) for rung, label in OURS
+            if any(r.get("rung") == rung for r in bench["records"])]
+    if not ours:
+        return "bench_11's file has none of the rungs " + ", ".join(r for r, _ in OURS)
+    main_rung, main_label = ours[0]
+    ours_recs = [r for r in bench["records"] if r.get("rung") in dict(ours)]
     theirs_recs = torch_doc["records"]
     out = [f"{device_name(bench)}, bf16, batch x N = 16384 tokens, heads x d = 2048, "
-           f"{what}. Ours: bench_11's `{OURS}` rung, every rung checked against the double "
-           f"reference first (all passed: {'yes' if bench.get('checks_passed') else 'NO'}); "
+           f"{what}. Ours: bench_11's " + " and ".join(f"`{r}`" for r, _ in ours) +
+           f" rungs, every rung checked against the double reference first (all passed: "
+           f"{'yes' if bench.get('checks_passed') else 'NO'}); "
            f"PyTorch {torch_doc.get('torch', '?')} (cuDNN {cudnn_text(torch_doc.get('cudnn'))}): "
            "SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends on the same shapes, [B, H, N, d]. "
-           f"TFLOP/s count {times} times the forward's 4 B H d x (visible pairs); ours / X is our "
-           "TFLOP/s over X's (above 1: ours is faster)."]
+           f"TFLOP/s count {times} times the forward's 4 B H d x (visible pairs); {main_label} / X "
+           f"is {main_label}'s TFLOP/s over X's (above 1: ours is faster)."]
     notes = []
     for d in sorted({r["head_dim"] for r in ours_recs}):
         heads = sorted({r["heads"] for r in ours_recs if r["head_dim"] == d})
         head_text = f"{heads[0]} heads" if len(heads) == 1 else "heads " + ", ".join(
             map(str, heads))
         out += ["", f"d = {d} ({head_text}):", ""]
-        cols = ["N", "batch", "causal", "ours ms", "ours TFLOP/s"]
+        cols = ["N", "batch", "causal", f"{main_label} ms"]
+        cols += [f"{label} TFLOP/s" for _, label in ours]
         cols += [f"{label} TFLOP/s" for _, label in THEIRS]
-        cols += [f"ours / {label}" for _, label in THEIRS]
+        cols += [f"{main_label} / {label}" for _, label in THEIRS]
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join(["---:"] * 2 + ["---"] + ["---:"] * (len(cols) - 3)) + "|")
         seqs = sorted({r["seq"] for r in ours_recs if r["head_dim"] == d})
         for causal in (False, True):
             for n in seqs:
-                ours = find(ours_recs, OURS, d, n, causal)
-                if ours is None:
+                main = find(ours_recs, main_rung, d, n, causal)
+                if main is None:
                     continue
-                our_tf = value(ours, f"{prefix}_tflops")
+                our_tfs = [value(find(ours_recs, rung, d, n, causal), f"{prefix}_tflops")
+                           for rung, _ in ours]
                 theirs = []
                 for rung, label in THEIRS:
                     rec = find(theirs_recs, rung, d, n, causal)
@@ -112,10 +121,11 @@ def tables(bench, torch_doc, block):
                         why = rec.get("status", "no value") if rec else "not measured"
                         notes.append(f"{label}, d = {d}, N = {n}{' causal' if causal else ''}: "
                                      f"{why}")
-                cells = [str(n), str(ours.get("batch", "-")), "yes" if causal else "no",
-                         num(value(ours, f"{prefix}_ms"), ".3f"), num(our_tf, ".1f")]
+                cells = [str(n), str(main.get("batch", "-")), "yes" if causal else "no",
+                         num(value(main, f"{prefix}_ms"), ".3f")]
+                cells += [num(tf, ".1f") for tf in our_tfs]
                 cells += [num(tf, ".1f") for tf in theirs]
-                cells += [ratio(our_tf, tf) for tf in theirs]
+                cells += [ratio(our_tfs[0], tf) for tf in theirs]
                 out.append("| " + " | ".join(cells) + " |")
     if notes:
         out += ["", "No PyTorch number (`-`):", ""]
