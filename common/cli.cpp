@@ -336,8 +336,12 @@ void print_time(std::ostream& out, const Kernel& kernel, DType dtype, const Timi
       << fmt("%.1f", bytes / seconds / 1e9) << " GB/s";
   if (kernel.backend == Backend::gpu) {
     const DeviceInfo d = query_device();
-    out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32"
-        << (dtype != DType::f32 ? " on the CUDA cores; 16-bit tensor cores go higher" : "")
+    const char* const beyond =
+        dtype != DType::f32 ? " on the CUDA cores; 16-bit tensor cores go higher"
+        : kernel.f32_on_tensor_cores
+            ? " on the CUDA cores; this kernel's fp32 products run on the tensor cores (3xTF32)"
+            : "";
+    out << "  (device peak: " << fmt("%.1f", d.peak_fp32_tflops) << " TFLOP/s fp32" << beyond
         << ", " << fmt("%.0f", d.peak_bandwidth_gbs) << " GB/s)";
   }
   out << "\n";

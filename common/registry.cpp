@@ -27,7 +27,7 @@ bool Kernel::accepts(DType t) const {
 }
 
 DType Kernel::native_dtype() const {
-  if (backward && forward16) return DType::bf16;
+  if ((backward || f32_on_tensor_cores) && forward16) return DType::bf16;
   return forward ? DType::f32 : DType::bf16;
 }
 

@@ -70,6 +70,10 @@ struct Kernel {
   // The backward module's entry points (module 11); nullptr for the others. Such a module also
   // has forward16 (and may have forward) for plain problems, the forward alone.
   const BackwardEntry* backward = nullptr;
+  // Whether `forward` (fp32 tensors) computes its products on the tensor cores, as module 07's
+  // 3xTF32 does, rather than with FFMA on the CUDA cores. Such a module is a 16-bit module
+  // first: its native type stays bf16, and its fp32 speed is not bounded by the FFMA peak.
+  bool f32_on_tensor_cores = false;
 
   std::string label() const;  // "01_naive/solution"
   // Whether the module takes tensors of type t: f32 needs forward, f16 and bf16 forward16 or
@@ -77,7 +81,8 @@ struct Kernel {
   bool accepts(DType t) const;
   // The type the CLI and the benchmark use when none is asked for: f32 when the module has
   // an fp32 forward, else bf16 (the usual training/inference type on Ampere and Hopper); bf16
-  // for the backward module even when it has an fp32 forward too (training runs in bf16).
+  // for the backward module even when it has an fp32 forward too (training runs in bf16), and
+  // for a 16-bit module whose fp32 forward runs on the tensor cores (module 07's 3xTF32).
   DType native_dtype() const;
 };
 
@@ -118,6 +123,17 @@ const Kernel* find_kernel(int module, Impl impl);
   const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
       number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, nullptr,     \
       forward16_fn});                                                                      \
+  }
+
+// Registers a GPU module that takes 16-bit tensors (forward16_fn) and fp32 tensors too
+// (forward_fn), whose fp32 products also run on the tensor cores (module 07: 3xTF32). Its
+// native dtype stays bf16; `attn run --module 7 --dtype f32` runs forward_fn.
+#define ATTN_REGISTER_MODULE_16BIT_AND_F32(number, name, title, supports_fn, forward_fn,     \
+                                           forward16_fn)                                   \
+  namespace {                                                                              \
+  const bool attn_registered_ = ::attn::register_kernel(::attn::Kernel{                    \
+      number, name, title, ::attn::Backend::gpu, ATTN_IMPL_ENUM, supports_fn, forward_fn,  \
+      forward16_fn, nullptr, nullptr, nullptr, true});                                     \
   }
 
 // Registers an inference module (module 10): `entry` is a `static const attn::InferenceEntry`

@@ -13,6 +13,7 @@
 //   TODO 4  pv:     O += P V with ldmatrix.trans and mma (README, section 3).
 // chunk_addr<C>(tile, row, chunk) gives the shared address of 16-byte chunk `chunk` (8
 // elements) of a tile row, swizzle included: that is what a lane hands ldmatrix.
+// The fp32 rungs (README, section 10; tf32_kernel.cuh): TODO 5, Tf32Split::split below.
 //
 // A warp owns kRowTiles tiles of 16 query rows. Per K/V tile of kKeys keys:
 //   S (16 x kKeys per row tile) = Q K^T:  D/16 k-steps x kKeys/8 mma   (A = Q, B = K^T)
@@ -21,6 +22,7 @@
 
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
 #include "modules/07_tensor_cores/tensor_cores.h"
+#include "modules/07_tensor_cores/tf32_kernel.cuh"
 
 namespace attn::m07::ATTN_IMPL {
 
@@ -79,10 +81,24 @@ struct WarpMma {
   }
 };
 
+// TODO(5): 3xTF32's split of an fp32 value x into two TF32 values with x ~= big + small:
+// big = x rounded to TF32 (to_tf32(x) gives its bits), small = the rest, x - big, rounded to
+// TF32 too. The kernel calls it on every element of Q, K, V and P and computes each product as
+// small*big + big*small + big*big (README, section 10, "3xTF32: the split and the three
+// products", and its hints).
+struct Tf32Split {
+  static __device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
+    (void)x;
+    big = small = 0u;
+  }
+};
+
 Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
                cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
   return launch<WarpMma>(p, q, k, v, o, stream);
 }
+
+ATTN_M07_FP32_FORWARDS(Tf32Split)  // forward_3xtf32() over your split, forward_tf32()
 
 }  // namespace attn::m07::ATTN_IMPL

@@ -578,6 +578,8 @@ template <class Warp, class C64, class C128>
 Status launch_for_head_dim(const Problem& p, const void* q, const void* k, const void* v,
                            void* o, cudaStream_t stream) {
   static_assert(C64::D == 64 && C128::D == 128, "one configuration per compiled head dim");
+  if (p.dtype == DType::f32)  // fp32 tensors take the TF32 kernels (tf32_kernel.cuh)
+    return Status::error("module 07's 16-bit kernel takes f16 or bf16 tensors, not f32");
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, C64, C128>;
     if (p.dtype == DType::bf16)
