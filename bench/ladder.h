@@ -1,7 +1,8 @@
-// What the 16-bit ladder benchmarks (bench_07, bench_09) share: a rung is a named forward();
-// each rung is checked against the double reference on small odd shapes, then timed on the
-// ladder's shapes; the rows are printed as they come, then as one short table, and written as
-// JSON. Host code only; each program keeps its own rungs and command line.
+// What the ladder benchmarks (bench_07, bench_09) share: a rung is a named forward() (16-bit,
+// or fp32 for module 07's TF32 rungs); each rung is checked against the double reference on
+// small odd shapes, then timed on the ladder's shapes; the rows are printed as they come, then
+// as one short table, and written as JSON. Host code only; each program keeps its own rungs
+// and command line.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +23,9 @@ namespace attn::ladder {
 
 struct Rung {
   const char* name;
-  Forward16Fn forward;
+  Forward16Fn forward;                 // f16/bf16 tensors
+  ForwardFn forward32 = nullptr;       // f32 tensors (module 07's TF32 rungs, module 06)
+  double tolerance = kDtypeTolerance;  // the check's; kDtypeTolerance: default_tolerance(t)
 };
 
 struct Row {
@@ -33,7 +36,7 @@ struct Row {
 
 // The module's kernel entry for a rung (its own supports(), the rung's forward()).
 inline Kernel as_kernel(int module, SupportsFn supports, const Rung& rung) {
-  return Kernel{module, rung.name, "", Backend::gpu, Impl::solution, supports, nullptr,
+  return Kernel{module, rung.name, "", Backend::gpu, Impl::solution, supports, rung.forward32,
                 rung.forward};
 }
 
@@ -51,13 +54,13 @@ inline std::vector<Problem> shapes(int n, DType t) {
 }
 
 // Worst relative L2 error over `checks` (each run in dtype t); -1 and the reason in `status`
-// when a check fails.
+// when a check fails (relative L2 error above `tolerance`, kDtypeTolerance: the dtype's).
 inline double check_rung(const Kernel& kern, DType t, std::vector<Problem> checks,
-                         std::string& status) {
+                         std::string& status, double tolerance = kDtypeTolerance) {
   double worst = 0;
   for (Problem p : checks) {
     p.dtype = t;
-    const CheckResult r = check_kernel(kern, p, random_inputs(p, 7 + p.seq_q));
+    const CheckResult r = check_kernel(kern, p, random_inputs(p, 7 + p.seq_q), tolerance);
     if (!r.passed()) {
       status = "check failed on " + p.describe() + ": " +
                (r.status ? r.comparison.summary() : r.status.message());
@@ -77,7 +80,7 @@ inline std::vector<Row> run(int module, SupportsFn supports, const std::vector<R
   for (const Rung& rung : rungs) {
     const Kernel kern = as_kernel(module, supports, rung);
     std::string status = "ok";
-    const double check = check_rung(kern, t, checks, status);
+    const double check = check_rung(kern, t, checks, status, rung.tolerance);
     for (const Problem& p : ladder) {
       Row row{rung.name, status, p, 0, 0, check};
       if (check >= 0) {
@@ -117,25 +120,33 @@ inline void print_table(const std::vector<Row>& rows, const std::vector<Problem>
   }
 }
 
-// The rows as JSON (`schema`, e.g. "attn-ladder09/1"), with the device and the method.
-inline Status write_json(const std::string& path, const char* schema, const DeviceInfo& dev,
-                         const std::vector<Row>& rows, int iters, int check_shapes) {
+// How the rows were measured, and one row, as JSON objects.
+inline json::Object method_json(int iters, int check_shapes) {
   json::Object method;
   method.add("timing", "CUDA events per run, median").add("runs_before_timed", 2)
       .add("iterations", iters)
       .add("check", "worst relative L2 error vs the double reference on " +
                         std::to_string(check_shapes) + " small shapes");
+  return method;
+}
+
+inline json::Object row_json(const Row& r) {
+  json::Object row;
+  row.add("rung", r.rung).add("dtype", dtype_name(r.p.dtype)).add("batch", r.p.batch)
+      .add("heads", r.p.heads).add("seq", r.p.seq_q).add("head_dim", r.p.head_dim)
+      .add("causal", r.p.causal).add("median_ms", r.median_ms).add("tflops", r.tflops)
+      .add("check_rel_l2", r.check).add("status", r.status == "ok" ? "ok" : "error");
+  return row;
+}
+
+// The rows as JSON (`schema`, e.g. "attn-ladder09/1"), with the device and the method.
+inline Status write_json(const std::string& path, const char* schema, const DeviceInfo& dev,
+                         const std::vector<Row>& rows, int iters, int check_shapes) {
   std::vector<json::Object> json_rows;
-  for (const Row& r : rows) {
-    json::Object row;
-    row.add("rung", r.rung).add("dtype", dtype_name(r.p.dtype)).add("batch", r.p.batch)
-        .add("heads", r.p.heads).add("seq", r.p.seq_q).add("head_dim", r.p.head_dim)
-        .add("causal", r.p.causal).add("median_ms", r.median_ms).add("tflops", r.tflops)
-        .add("check_rel_l2", r.check).add("status", r.status == "ok" ? "ok" : "error");
-    json_rows.push_back(row);
-  }
+  for (const Row& r : rows) json_rows.push_back(row_json(r));
   json::Document doc(schema);
-  doc.field("device", json::device(dev)).field("method", method).list("rows", json_rows);
+  doc.field("device", json::device(dev)).field("method", method_json(iters, check_shapes))
+      .list("rows", json_rows);
   return doc.write(path);
 }
 

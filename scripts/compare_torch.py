@@ -21,6 +21,11 @@ that cannot run a shape gets status "unsupported: <why>".
 --merge-into adds the rows to an `attn bench` JSON file; a row it already holds for the same
 kernel, shape and dtype is replaced (so a rerun does not duplicate it), rows of other dtypes
 and of other kernels are kept.
+--errors DIR (fp32): also measures each backend's error on the inputs that
+`bench_07 --dtype f32 --inputs DIR` wrote (DIR/errors_inputs.json and its .npy files): the
+relative L2 error and the largest absolute error of O against a float64 attention computed
+here, on exactly the Q, K, V that bench_07's error table used (module 07, README section 10).
+The rows go to an "errors" list beside "results" (merged by kernel and inputs). Needs numpy.
 Timing: CUDA events around each call, warm-up first, median of the timed runs; inputs are
 uniform random in [-1, 1), as in `attn bench`. Needs torch with CUDA; without it, it says so
 and exits 77 (skipped).
@@ -173,6 +178,54 @@ def bench_shape(torch, backend, shape, dtype_name, warmup, iters):
     return row
 
 
+def error_rows(torch, backend, directory):
+    """One row per input set of DIR/errors_inputs.json: the backend's relative L2 error and
+    largest absolute error against float64 attention on the same Q, K, V."""
+    import numpy as np
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    with open(f"{directory}/errors_inputs.json") as f:
+        manifest = json.load(f)
+    which = getattr(SDPBackend, SDP_BACKEND[backend], None)
+    rows = []
+    for s in manifest["sets"]:
+        q, k, v = (torch.from_numpy(np.load(f"{directory}/{s['name']}_{t}.npy")).cuda()
+                   for t in "qkv")
+        row = {"kernel": f"torch_sdpa_{backend}", "inputs": s["name"], "batch": s["batch"],
+               "heads": s["heads"], "seq": s["seq"], "head_dim": s["head_dim"],
+               "causal": s["causal"], "range": s["range"], "dtype": "f32", "status": "ok"}
+        # float64 reference, written out (SDPA's causal mask is top-left aligned, the course's
+        # bottom-right; with seq_q == seq_k, as here, the two agree).
+        q64, k64, v64 = q.double(), k.double(), v.double()
+        scores = q64 @ k64.transpose(-1, -2) / (s["head_dim"] ** 0.5)
+        if s["causal"]:
+            n = s["seq"]
+            mask = torch.ones(n, n, dtype=torch.bool, device="cuda").tril()
+            scores = scores.masked_fill(~mask, float("-inf"))
+        want = torch.softmax(scores, dim=-1) @ v64
+        try:
+            if which is None:
+                raise RuntimeError(f"this PyTorch has no SDPBackend.{SDP_BACKEND[backend]}")
+            with sdpa_kernel([which]):
+                got = F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"]).double()
+            row["rel_l2"] = float(torch.linalg.norm(got - want) / torch.linalg.norm(want))
+            row["max_abs"] = float((got - want).abs().max())
+        except RuntimeError as err:
+            row.update(status=f"unsupported: {str(err).splitlines()[0][:120]}", rel_l2=None,
+                       max_abs=None)
+        rows.append(row)
+        print(f"errors {row['kernel']:<22} {s['name']:<20} rel L2 {row.get('rel_l2')}  "
+              f"max abs {row.get('max_abs')}  {row['status']}")
+    return rows
+
+
+def merge_errors(old_rows, new_rows):
+    """old_rows with the rows new_rows measures again (same kernel and inputs) replaced."""
+    fresh = {(r["kernel"], r["inputs"]): r for r in new_rows}
+    kept = [r for r in old_rows if (r.get("kernel"), r.get("inputs")) not in fresh]
+    return kept + new_rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=["ladder", "quick"], default="ladder")
@@ -187,7 +240,12 @@ def main():
     parser.add_argument("--out", help="write a new JSON file")
     parser.add_argument("--merge-into", help="add the rows to an existing bench JSON (replacing "
                                              "rows of the same kernel, shape and dtype)")
+    parser.add_argument("--errors", metavar="DIR",
+                        help="fp32: also measure the error on the inputs bench_07 --dtype f32 "
+                             "--inputs DIR wrote")
     args = parser.parse_args()
+    if args.errors and args.dtype != "f32":
+        parser.error("--errors measures fp32 SDPA (give --dtype f32, the default)")
     if not args.out and not args.merge_into:
         parser.error("give --out or --merge-into")
     backends = (args.backends or ("efficient" if args.dtype == "f32" else "flash")).split(",")
@@ -219,10 +277,16 @@ def main():
             print(f"{row['kernel']:<22} {args.dtype:<4} B={b} H={h} N={n} D={d}"
                   f"{' causal' if c else '':<7} {row['median_ms']:10.3f} ms "
                   f"{row['tflops']:8.2f} TFLOP/s  {row['status']}")
+    errors = []
+    if args.errors:
+        for backend in backends:
+            errors += error_rows(torch, backend, args.errors)
     if args.merge_into:
         with open(args.merge_into) as f:
             doc = json.load(f)
         doc["results"] = merge_rows(doc["results"], rows)
+        if errors:
+            doc["errors"] = merge_errors(doc.get("errors", []), errors)
         doc.setdefault("torch", torch.__version__)
         path = args.merge_into
     else:
@@ -233,6 +297,8 @@ def main():
                "device": {"name": props.name, "cc": f"{props.major}.{props.minor}",
                           "sms": props.multi_processor_count},
                "results": rows}
+        if errors:
+            doc["errors"] = errors
         path = args.out
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

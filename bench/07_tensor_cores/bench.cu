@@ -3,6 +3,10 @@
 // small odd shapes (its "check" column is the worst relative L2 error), then timed.
 //
 //   bench_07 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
+//   bench_07 --dtype f32 [--quick | --seqs 512,8192] [--json fp32.json] [--inputs DIR]
+//
+// --dtype f32 runs the fp32 rungs instead (FFMA, TF32, 3xTF32; README section 10) over
+// N = 512 .. 16384 and their error table: bench/07_tensor_cores/fp32_ladder.cu.
 //
 // Rungs (README, section 5):
 //   wmma          nvcuda::wmma fragments; S and P go through shared memory, O lives there
@@ -28,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/07_tensor_cores/fp32_ladder.h"
 #include "bench/ladder.h"
 #include "common/bench_json.h"
 #include "common/device.h"
@@ -114,15 +119,28 @@ int main(int argc, char** argv) {
   CLI::App app{"Module 07 ladder benchmark: each rung checked, then timed"};
   bool quick = false;
   int iters = 10;
-  std::string json_path, dtype_text = "bf16";
-  app.add_flag("--quick", quick, "N = 2048 instead of 8192");
+  std::string json_path, dtype_text = "bf16", inputs_dir;
+  std::vector<int> seqs;
+  app.add_flag("--quick", quick, "N = 2048 instead of 8192 (f32: instead of 512 .. 16384)");
   app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
-  app.add_option("--json", json_path, "write the rows as JSON (schema attn-ladder07/1)");
-  app.add_option("--dtype", dtype_text, "bf16 (default) or f16");
+  app.add_option("--json", json_path,
+                 "write the rows as JSON (schema attn-ladder07/1; f32: attn-ladder07-fp32/1)");
+  app.add_option("--dtype", dtype_text, "bf16 (default) or f16; f32: the TF32 rungs");
+  app.add_option("--seqs", seqs, "f32 only: the N to time, e.g. --seqs 512,8192")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--inputs", inputs_dir,
+                 "f32 only: write the error table's inputs as .npy (for compare_torch.py)");
   CLI11_PARSE(app, argc, argv);
   DType t;
-  if (!parse_dtype(dtype_text, &t) || t == DType::f32) {
-    std::cerr << "error: --dtype must be bf16 or f16 (got '" << dtype_text << "')\n";
+  if (!parse_dtype(dtype_text, &t)) {
+    std::cerr << "error: --dtype must be bf16, f16 or f32 (got '" << dtype_text << "')\n";
+    return 2;
+  }
+  if (t == DType::f32)
+    return fp32_ladder::run({quick, seqs, iters, json_path, inputs_dir});
+  if (!seqs.empty() || !inputs_dir.empty()) {
+    std::cerr << "error: --seqs and --inputs go with --dtype f32\n";
     return 2;
   }
   if (cuda_device_count() == 0) {
