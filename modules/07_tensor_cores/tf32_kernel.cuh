@@ -627,11 +627,32 @@ Status launch_tf32_for_head_dim(const Problem& p, const float* q, const float* k
 //          of 4 warps would need 128 KiB each).
 using Tf32Config64 = Tf32Config<64, 4, 2, 32, 2, Pipeline::two_stage, true, false>;
 using Tf32Config128 = Tf32Config<128, 8, 2, 16, 1, Pipeline::two_stage, true, false>;
+// For GPUs whose blocks get less shared memory than Tf32Config128 needs (an A100, an sm_86 or
+// sm_89 part): 4 warps, 96 KiB. 3xTF32 with one K and one V buffer (FlashAttention-2's copy
+// order: two planes each); plain TF32, whose tiles are one plane, double-buffered.
+template <class Prec>
+using Tf32Config128Compact =
+    std::conditional_t<Prec::kParts == 1, Tf32Config<128, 4, 2, 16, 2, Pipeline::two_stage>,
+                       Tf32Config<128, 4, 2, 16, 2, Pipeline::fa2>>;
+
+// The most shared memory a block of the current device may opt into, in bytes (0 if unknown).
+inline int max_shared_memory_per_block() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess)
+    return 0;
+  return bytes;
+}
 
 // forward_3xtf32() and forward_tf32() of the exercise and the solution.
 template <class Prec>
 Status launch_fp32(const Problem& p, const float* q, const float* k, const float* v, float* o,
                    cudaStream_t stream) {
+  if (p.head_dim > 64 &&
+      max_shared_memory_per_block() < Tf32Smem<Tf32Config128, Prec::kParts>::kBytes)
+    return launch_tf32_for_head_dim<Prec, Tf32Config64, Tf32Config128Compact<Prec>>(p, q, k, v,
+                                                                                    o, stream);
   return launch_tf32_for_head_dim<Prec, Tf32Config64, Tf32Config128>(p, q, k, v, o, stream);
 }
 
