@@ -26,7 +26,7 @@ TORCH11 = os.path.join(RESULTS, "torch11_h100.json")
 
 # (rung, label, colour): one colour per implementation in both panels.
 SERIES = [("wgmma", "module 11, wgmma (Hopper)", COLORS["o"]),
-          ("mma_sync", "module 11, mma.sync", COLORS["s"]),
+          ("mma_sync", "module 11, mma.sync", COLORS["q"]),
           ("torch_flash", "PyTorch FLASH_ATTENTION", COLORS["k"]),
           ("torch_cudnn", "PyTorch CUDNN_ATTENTION", COLORS["v"])]
 

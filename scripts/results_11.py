@@ -14,8 +14,9 @@ marker comments:
   <!-- results_11:backward --> ... <!-- /results_11:backward -->   the backward alone
   <!-- results_11:fwd_bwd --> ... <!-- /results_11:fwd_bwd -->     forward + backward
 
-Ours are bench_11's "wgmma" rung (the module's kernel on a Hopper GPU) and "mma_sync" rung (the
-kernel of every GPU from sm_80); the ratios use the first of them the file has. PyTorch's are the FLASH_ATTENTION and CUDNN_ATTENTION
+Ours are bench_11's "wgmma" rung (Hopper) and "mma_sync" rung (every GPU from sm_80); the ratios
+use the record bench_11 marks "picked", the kernel the module's entry point runs for the shape.
+PyTorch's are the FLASH_ATTENTION and CUDNN_ATTENTION
 backends (torch_flash, torch_cudnn). The times and TFLOP/s printed are values of the two files
 to the printed precision, so the documentation check (tests/test_docs.py) finds them; the
 ratios (our TFLOP/s over theirs) are arithmetic on them, printed as plain numbers under
@@ -75,41 +76,52 @@ def ratio(a, b):
     return "-" if a is None or not b else f"{a / b:.2f}"
 
 
+def picked(records, d, n, causal):
+    """The record of the kernel the module's own entry point runs for this shape (bench_11's
+    "picked" field: entry_points.cuh, fastest_path), or None."""
+    hit = [r for r in records if r.get("picked") and r.get("head_dim") == d and
+           r.get("seq") == n and bool(r.get("causal")) == causal]
+    return hit[0] if hit else None
+
+
 def tables(bench, torch_doc, block):
     prefix, what, times = BLOCKS[block]
     ours = [(rung, label) for rung, label in OURS
             if any(r.get("rung") == rung for r in bench["records"])]
     if not ours:
         return "bench_11's file has none of the rungs " + ", ".join(r for r, _ in OURS)
-    main_rung, main_label = ours[0]
-    ours_recs = [r for r in bench["records"] if r.get("rung") in dict(ours)]
+    labels = dict(ours)
+    ours_recs = [r for r in bench["records"] if r.get("rung") in labels]
     theirs_recs = torch_doc["records"]
     out = [f"{device_name(bench)}, bf16, batch x N = 16384 tokens, heads x d = 2048, "
            f"{what}. Ours: bench_11's " + " and ".join(f"`{r}`" for r, _ in ours) +
            f" rungs, every rung checked against the double reference first (all passed: "
-           f"{'yes' if bench.get('checks_passed') else 'NO'}); "
+           f"{'yes' if bench.get('checks_passed') else 'NO'}); `module` is the kernel module "
+           "11's entry point runs for the shape (wgmma at d = 128 from N = 4096, else "
+           "mma.sync: entry_points.cuh, fastest_path). "
            f"PyTorch {torch_doc.get('torch', '?')} (cuDNN {cudnn_text(torch_doc.get('cudnn'))}): "
            "SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends on the same shapes, [B, H, N, d]. "
-           f"TFLOP/s count {times} times the forward's 4 B H d x (visible pairs); {main_label} / X "
-           f"is {main_label}'s TFLOP/s over X's (above 1: ours is faster)."]
+           f"TFLOP/s count {times} times the forward's 4 B H d x (visible pairs); module / X is "
+           "the module's TFLOP/s over X's (above 1: ours is faster)."]
     notes = []
     for d in sorted({r["head_dim"] for r in ours_recs}):
         heads = sorted({r["heads"] for r in ours_recs if r["head_dim"] == d})
         head_text = f"{heads[0]} heads" if len(heads) == 1 else "heads " + ", ".join(
             map(str, heads))
         out += ["", f"d = {d} ({head_text}):", ""]
-        cols = ["N", "batch", "causal", f"{main_label} ms"]
+        cols = ["N", "batch", "causal", "module", "module ms"]
         cols += [f"{label} TFLOP/s" for _, label in ours]
         cols += [f"{label} TFLOP/s" for _, label in THEIRS]
-        cols += [f"{main_label} / {label}" for _, label in THEIRS]
+        cols += [f"module / {label}" for _, label in THEIRS]
         out.append("| " + " | ".join(cols) + " |")
-        out.append("|" + "|".join(["---:"] * 2 + ["---"] + ["---:"] * (len(cols) - 3)) + "|")
+        out.append("|" + "|".join(["---:"] * 2 + ["---"] * 2 + ["---:"] * (len(cols) - 4)) + "|")
         seqs = sorted({r["seq"] for r in ours_recs if r["head_dim"] == d})
         for causal in (False, True):
             for n in seqs:
-                main = find(ours_recs, main_rung, d, n, causal)
+                main = picked(ours_recs, d, n, causal)
                 if main is None:
                     continue
+                main_tf = value(main, f"{prefix}_tflops")
                 our_tfs = [value(find(ours_recs, rung, d, n, causal), f"{prefix}_tflops")
                            for rung, _ in ours]
                 theirs = []
@@ -122,10 +134,11 @@ def tables(bench, torch_doc, block):
                         notes.append(f"{label}, d = {d}, N = {n}{' causal' if causal else ''}: "
                                      f"{why}")
                 cells = [str(n), str(main.get("batch", "-")), "yes" if causal else "no",
+                         labels.get(main.get("rung"), "?"),
                          num(value(main, f"{prefix}_ms"), ".3f")]
                 cells += [num(tf, ".1f") for tf in our_tfs]
                 cells += [num(tf, ".1f") for tf in theirs]
-                cells += [ratio(our_tfs[0], tf) for tf in theirs]
+                cells += [ratio(main_tf, tf) for tf in theirs]
                 out.append("| " + " | ".join(cells) + " |")
     if notes:
         out += ["", "No PyTorch number (`-`):", ""]

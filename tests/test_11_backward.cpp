@@ -7,7 +7,7 @@
 // f32, 1e-2 for f16, 4e-2 for bf16 (common/backward_runner.h says why).
 // f32 problems run the readable kernels (your dkdv_for_key and dq_for_query), f16/bf16 the
 // tensor-core kernels (your probability and score_gradient inside the given pipelines): the
-// module's fastest (wgmma on a Hopper GPU) and the mma.sync kernel, each on every case.
+// mma.sync kernel and, on a Hopper GPU, the wgmma kernel, each on every case.
 // The shapes are the odd ones of the earlier modules: 1, 17, 65, 1000, 4097 and seq_q !=
 // seq_k, head dims 59, 80 and 96, grouped K/V heads, BSHD strides, large logits, rows that see
 // no key (zero gradients, never NaN) and more than 65535 batch x heads.
@@ -26,27 +26,27 @@ namespace {
 
 const Kernel& kernel() { return testing::kernel_under_test(11, testing::impl_under_test()); }
 
-// The module's entry runs its fastest kernel (wgmma on a Hopper GPU); this one runs the
-// mma.sync kernel, so that both tensor-core kernels are graded on a Hopper GPU.
-Status backward_mma_sync(const Problem& p, const void* q, const void* k, const void* v,
-                         const void* o, const void* dout, const float* lse, void* dq, void* dk,
-                         void* dv, cudaStream_t stream) {
-  return m11::ATTN_IMPL::backward_on(m11::Path::tensor_cores, p, q, k, v, o, dout, lse, dq, dk,
-                                     dv, stream);
+// The module's entry runs the kernel fastest for the shape (entry_points.cuh, fastest_path);
+// the tensor-core cases run on each kernel this GPU can run, through backward_on: the mma.sync
+// kernel everywhere, the wgmma kernel on a Hopper GPU built with sm_90a code.
+template <m11::Path kPath>
+Status backward_on(const Problem& p, const void* q, const void* k, const void* v, const void* o,
+                   const void* dout, const float* lse, void* dq, void* dk, void* dv,
+                   cudaStream_t stream) {
+  return m11::ATTN_IMPL::backward_on(kPath, p, q, k, v, o, dout, lse, dq, dk, dv, stream);
 }
-const BackwardEntry mma_sync_entry{m11::ATTN_IMPL::forward_lse, backward_mma_sync};
-const Kernel& mma_sync_kernel() {
-  static const Kernel k = [] {
-    Kernel copy = kernel();
-    copy.backward = &mma_sync_entry;
-    return copy;
-  }();
-  return k;
-}
-// The tensor-core kernels a case runs on: the module's (fastest) and the mma.sync one.
+const BackwardEntry mma_sync_entry{m11::ATTN_IMPL::forward_lse,
+                                   backward_on<m11::Path::tensor_cores>};
+const BackwardEntry wgmma_entry{m11::ATTN_IMPL::forward_lse, backward_on<m11::Path::hopper>};
 const std::vector<std::pair<const char*, const Kernel*>>& tensor_core_kernels() {
-  static const std::vector<std::pair<const char*, const Kernel*>> kernels = {
-      {"fastest kernel", &kernel()}, {"mma.sync kernel", &mma_sync_kernel()}};
+  static const std::vector<std::pair<const char*, const Kernel*>> kernels = [] {
+    static Kernel mma_sync = kernel(), wgmma = kernel();
+    mma_sync.backward = &mma_sync_entry;
+    wgmma.backward = &wgmma_entry;
+    std::vector<std::pair<const char*, const Kernel*>> k = {{"mma.sync kernel", &mma_sync}};
+    if (m11::ATTN_IMPL::hopper_kernel_available()) k.push_back({"wgmma kernel", &wgmma});
+    return k;
+  }();
   return kernels;
 }
 
@@ -144,7 +144,13 @@ TEST_CASE("tensor cores: long sequences and large logits") {
   }
 }
 
+TEST_CASE("the module's entry point: the kernel it picks for the shape") {
+  CHECK(check(problem(1, 2, 4096, 4096, 128, false, DType::bf16), kTensorCores));
+  CHECK(check(problem(2, 2, 333, 1000, 64, true, DType::f16, Layout::BSHD), kTensorCores));
+}
+
 TEST_CASE("more than 65535 batch x heads: one flat grid") {
+  if (testing::skip_grid_limits_under_racecheck()) return;
   for (const auto& [which, kern] : tensor_core_kernels())
     CHECK(check(problem(2, 33000, 1, 3, 16, false, DType::bf16), kTensorCores, 1.0f, *kern, which));
   CHECK(check(problem(3, 22000, 2, 1, 8, true, DType::f32), kRows));

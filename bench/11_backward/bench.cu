@@ -167,7 +167,10 @@ int main(int argc, char** argv) {
                                   .add("heads", p.heads).add("batch", p.batch).add("causal", causal)
                                   .add("fwd_ms", fwd_ms).add("bwd_ms", bwd_ms)
                                   .add("fwd_bwd_ms", both_ms).add("fwd_tflops", tf[0])
-                                  .add("bwd_tflops", tf[1]).add("fwd_bwd_tflops", tf[2]));
+                                  .add("bwd_tflops", tf[1]).add("fwd_bwd_tflops", tf[2])
+                                  // the kernel the module's own entry (Path::fastest) runs here
+                                  .add("picked", rung != "keys64" && rung != "two_blocks" &&
+                                                     path == m11::fastest_path(p)));
           }
         }
     json::Document doc("attn.bench11.v1");

@@ -30,7 +30,8 @@ inline Status supports(const Problem& p) {
 
 // Which backward kernel runs: the readable rows kernels (rows_kernels.cuh), the mma.sync
 // kernel (backward_kernel.cuh, sm_80 on), the wgmma kernel (backward_hopper.cuh, Hopper from a
-// build with sm_90a code), or the fastest this GPU and build have. fp32 always runs rows.
+// build with sm_90a code), or the fastest this GPU, build and shape have (entry_points.cuh,
+// fastest_path). fp32 always runs rows.
 enum class Path { rows, tensor_cores, hopper, fastest };
 
 namespace ATTN_IMPL {
@@ -48,6 +49,8 @@ Status forward_lse(const Problem& p, const void* q, const void* k, const void* v
 Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
                 const void* dout, const float* lse, void* dq, void* dk, void* dv,
                 cudaStream_t stream);
+// Whether this GPU and build can run Path::hopper (a Hopper GPU, sm_90a code in the build).
+bool hopper_kernel_available();
 // The same on a chosen kernel (the grader checks each one the GPU can run).
 Status backward_on(Path path, const Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const void* dout, const float* lse, void* dq, void* dk,

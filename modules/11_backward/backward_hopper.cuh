@@ -32,6 +32,7 @@
 #include "common/problem.h"
 #include "modules/09_hopper/hopper_ptx.cuh"
 #include "modules/09_hopper/wgmma_ops.cuh"
+#include "modules/11_backward/key_blocks.cuh"
 #include "modules/11_backward/rows_kernels.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -108,27 +109,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int wg = int(threadIdx.x) / 128, warp = (int(threadIdx.x) % 128) / 32;
   const int lane = int(threadIdx.x) % 32, g = lane / 4, tq = lane % 4;
 
-  const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
-  const int key_block = int(blockIdx.x / bg_count);
-  const int bg = int(blockIdx.x % bg_count);
-  const int b = bg / p.kv_heads, kvh = bg % p.kv_heads;
-  const int k0 = key_block * BC;
-  const int group = p.heads / p.kv_heads;
-  const int q_tiles = (p.seq_q + BR - 1) / BR;
-  const int first_tile = kCausal ? first_query(p, k0) / BR : 0;
-  const int tiles_per_head = q_tiles - first_tile;
-  const int steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
-  auto step_head = [&](int step) { return kvh * group + step / tiles_per_head; };
-  auto step_q0 = [&](int step) {  // rotated start: see flash_bwd_kernel
-    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * BR;
-  };
+  const KeyBlockWalk<BC, BR, kCausal> walk(p);  // key_blocks.cuh
+  const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
 
   const uint32_t s_base = shared_address(smem);
   const uint32_t sK = s_base + C::kK, sV = s_base + C::kV, sdS = s_base + C::kdS;
   float* const s_rows = reinterpret_cast<float*>(smem + C::kRows);  // lse2[2] | D[2]
 
   auto load_step = [&](int step, int stage) {
-    const int h = step_head(step), q0 = step_q0(step);
+    const int h = walk.head(step), q0 = walk.q0(step);
     load_panels<BR, D, C::kThreads, kVec>(
         smem + C::kQ + stage * C::kTileQ,
         reinterpret_cast<const uint16_t*>(a.q) + Problem::offset(p.q, b, h, q0), p.q.seq,
@@ -163,7 +152,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
-    const int h = step_head(step), q0 = step_q0(step);
+    const int h = walk.head(step), q0 = walk.q0(step);
     device::cp_async_wait<0>();
     fence_shared_for_async_proxy();  // cp.async wrote what the tensor cores read next
     __syncthreads();  // everyone's tiles landed; everyone is done with the last step
@@ -200,7 +189,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
     // and, with the mask, keys a query does not see: -inf, so P = 0.
-    const bool edge = k0 + BC > p.seq_k || (kCausal && q0 + (p.seq_k - p.seq_q) < k0 + BC - 1);
+    const bool edge = walk.edge(p, q0);
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int key = k0 + key_row + 8 * ((i % 4) / 2);
@@ -292,21 +281,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     *reinterpret_cast<uint32_t*>(smem + C::kV + at) = pack16<T>(dv[i], dv[i + 1]);
   }
   __syncthreads();
-  constexpr int kChunks = D / 8;
-  for (int c = int(threadIdx.x); c < 2 * BC * kChunks; c += C::kThreads) {
-    const int which = c / (BC * kChunks), rc = c % (BC * kChunks);
-    const int row = rc / kChunks, chunk = rc % kChunks;
-    if (k0 + row >= p.seq_k || chunk * 8 >= p.head_dim) continue;
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(
-        smem + (which == 0 ? C::kK : C::kV) + panel_offset<BC>(row, chunk));
-    uint16_t* dst = reinterpret_cast<uint16_t*>(which == 0 ? a.dk : a.dv) +
-                    Problem::offset(which == 0 ? p.k : p.v, b, kvh, k0 + row) + chunk * 8;
-    if constexpr (kVec) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-    } else {
-      for (int e = 0; e < 8 && chunk * 8 + e < p.head_dim; ++e) dst[e] = src[e];
-    }
-  }
+  store_dk_dv<BC, D, C::kThreads, kVec>(p, b, kvh, k0, smem + C::kK, smem + C::kV,
+                                        [](int row, int chunk) { return panel_offset<BC>(row, chunk); },
+                                        a.dk, a.dv);
 #else
   (void)a, (void)key_blocks, (void)dq_sum;
 #endif

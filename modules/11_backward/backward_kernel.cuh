@@ -32,6 +32,7 @@
 #include "common/problem.h"
 #include "modules/07_tensor_cores/mma_primitives.cuh"
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
+#include "modules/11_backward/key_blocks.cuh"
 #include "modules/11_backward/rows_kernels.cuh"
 
 namespace attn::m11 {
@@ -41,10 +42,11 @@ using m07::ldmatrix_x4;
 using m07::ldmatrix_x4_trans;
 using m07::smem_u32;
 
-// One configuration: D the padded head dim (64 or 128), kKeys keys per block (16 per warp),
-// kQueries rows per query tile, kMinBlocks for __launch_bounds__. In the dQ product the warps
-// split the kQueries x D tile into 16-row slices x kDqCols columns. kSwizzle is module 07's XOR
-// swizzle of 16-byte chunks (m07::load_tile and m07::chunk_addr read it).
+// One configuration: D the padded head dim (64 or 128), kKeys keys per block (one warp per 16:
+// warps in pairs, each pair owning 32 keys), kQueries rows per query tile (64: two halves of
+// 32), kMinBlocks for __launch_bounds__. In the dQ product the warps split the kQueries x D
+// tile into two 32-row halves x kDqCols columns. kSwizzle is module 07's XOR swizzle of 16-byte
+// chunks (m07::load_tile and m07::chunk_addr read it).
 template <int D_, int kKeys_, int kQueries_, int kMinBlocks_>
 struct BwdConfig {
   static constexpr int D = D_;
@@ -86,35 +88,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   const int g = lane / 4, tq = lane % 4;
 
-  // Blocks: (key block, batch x K/V head), K/V heads fastest; key blocks first to last, so
-  // with the mask (where key block 0 is seen by every query) the heaviest blocks start first.
-  const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
-  const int key_block = int(blockIdx.x / bg_count);
-  const int bg = int(blockIdx.x % bg_count);
-  const int b = bg / p.kv_heads, kvh = bg % p.kv_heads;
-  const int k0 = key_block * BC;
-  const int group = p.heads / p.kv_heads;
-
-  // The query tiles that see any of this block's keys: all, or (mask) from the first query
-  // that sees key k0.
-  const int q_tiles = (p.seq_q + BR - 1) / BR;
-  const int first_tile = kCausal ? first_query(p, k0) / BR : 0;
-  const int tiles_per_head = q_tiles - first_tile;
-  const int steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
-  // Step -> (query head, query tile). The blocks of one head run at the same time and all add
-  // into the same dQ rows; starting each key block at a different query tile (rotated by its
-  // index) spreads their atomics over different rows instead of queueing them on one.
-  auto step_head = [&](int step) { return kvh * group + step / tiles_per_head; };
-  auto step_q0 = [&](int step) {
-    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * BR;
-  };
+  const KeyBlockWalk<BC, BR, kCausal> walk(p);  // key_blocks.cuh
+  const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
 
   const uint32_t s_base = smem_u32(smem);
   const uint32_t sK = s_base + 2 * C::kK, sV = s_base + 2 * C::kV, sdS = s_base + 2 * C::kdS;
   float* const s_rows = reinterpret_cast<float*>(smem + C::kElems16);  // lse2[2] | D[2]
 
   auto load_step = [&](int step, int stage) {
-    const int h = step_head(step), q0 = step_q0(step);
+    const int h = walk.head(step), q0 = walk.q0(step);
     const uint16_t* qg = reinterpret_cast<const uint16_t*>(a.q) + Problem::offset(p.q, b, h, q0);
     const uint16_t* og = reinterpret_cast<const uint16_t*>(a.dout) + Problem::offset(p.o, b, h, q0);
     m07::load_tile<C, BR, kVec>(smem + C::kQ + stage * BR * D, qg, p.q.seq, p.seq_q - q0, p.head_dim);
@@ -207,7 +189,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const uint32_t sP = s_base + 2 * C::kP;
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
-    const int h = step_head(step), q0 = step_q0(step);
+    const int h = walk.head(step), q0 = walk.q0(step);
     device::cp_async_wait<0>();  // this step's tiles have landed (own copies) ...
     __syncthreads();  // ... everyone's; everyone is done with the last step: its P^T, dS^T and
                       // its Q and dO stage, which dV and dK read after barrier A
@@ -226,8 +208,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
     // Keys past seq_k (zero rows) and, with the mask, keys a query does not see: -inf, so
     // P = 0 there. Only tiles on the diagonal or at the end of the keys need the test.
-    const bool edge = k0 + BC > p.seq_k ||
-                      (kCausal && q0 + (p.seq_k - p.seq_q) < k0 + BC - 1);
+    const bool edge = walk.edge(p, q0);
     if (edge) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -334,20 +315,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
             Elem<T>::pack(dv[mt][n][2 * r], dv[mt][n][2 * r + 1]);
       }
   __syncthreads();
-  constexpr int kChunks = D / 8;
-  for (int c = int(threadIdx.x); c < 2 * BC * kChunks; c += C::kThreads) {
-    const int which = c / (BC * kChunks), rc = c % (BC * kChunks);
-    const int row = rc / kChunks, chunk = rc % kChunks;
-    if (k0 + row >= p.seq_k || chunk * 8 >= p.head_dim) continue;
-    const uint16_t* src = smem + (which == 0 ? C::kK : C::kV) + m07::chunk_offset<D, true>(row, chunk);
-    uint16_t* dst = reinterpret_cast<uint16_t*>(which == 0 ? a.dk : a.dv) +
-                    Problem::offset(which == 0 ? p.k : p.v, b, kvh, k0 + row) + chunk * 8;
-    if constexpr (kVec) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-    } else {
-      for (int e = 0; e < 8 && chunk * 8 + e < p.head_dim; ++e) dst[e] = src[e];
-    }
-  }
+  store_dk_dv<BC, D, C::kThreads, kVec>(
+      p, b, kvh, k0, reinterpret_cast<const unsigned char*>(smem + C::kK),
+      reinterpret_cast<const unsigned char*>(smem + C::kV),
+      [](int row, int chunk) { return 2 * m07::chunk_offset<D, true>(row, chunk); }, a.dk, a.dv);
 }
 
 }  // namespace attn::m11

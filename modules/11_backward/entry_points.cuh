@@ -154,8 +154,8 @@ struct Scratch {
   }
 };
 
-// The production configurations, the fastest measured on the H100 (README, section 3): 128
-// keys per block (8 warps of 16 keys), query tiles of 64 rows. With 128 keys every query
+// The mma.sync kernel's configurations, the fastest measured on the H100 (README, section 3):
+// 128 keys per block (8 warps, 32 keys per pair), query tiles of 64 rows. With 128 keys every query
 // tile's dQ atomics serve twice as many keys as with 64 (the atomics are the kernel's heaviest
 // memory traffic). One block per SM: the five products' accumulators take most of the 255
 // registers a thread may have.
@@ -202,6 +202,17 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
   return Status::ok();
 }
 
+// The kernel Path::fastest runs, from the measurements of bench_11 on the H100 (README,
+// section 5): the wgmma kernel at D = 128 once a block walks at least 64 query tiles (its
+// pipeline starts slower: at N = 1024 and 2048 the mma.sync kernel is ahead), the mma.sync
+// kernel at D = 64 (where the wgmma kernel adds twice the dQ atomics and gains nothing).
+inline Path fastest_path(const Problem& p) {
+  if (p.dtype == DType::f32) return Path::rows;
+  const int64_t rows_per_block = int64_t(p.heads / p.kv_heads) * p.seq_q;
+  if (hopper_available() && p.head_dim > 64 && rows_per_block >= 4096) return Path::hopper;
+  return Path::tensor_cores;
+}
+
 // C64, C128: the tensor-core kernel's configurations for head dims up to 64 and up to 128
 // (the benchmark's ladder times others).
 template <class Steps, class C64 = Production64, class C128 = Production128>
@@ -211,7 +222,7 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
   if (Status s = supports(p); !s) return s;
   if (Status s = check_grid(p); !s) return s;
   if (p.dtype == DType::f32) path = Path::rows;  // the tensor cores take 16-bit operands
-  if (path == Path::fastest) path = hopper_available() ? Path::hopper : Path::tensor_cores;
+  if (path == Path::fastest) path = fastest_path(p);
   if (path == Path::hopper && !hopper_available())
     return Status::error("module 11: the wgmma kernel needs a Hopper GPU (compute capability "
                          "9.x) and a build with sm_90a code (-DCMAKE_CUDA_ARCHITECTURES=90)");
@@ -276,6 +287,7 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
                   void* dv, cudaStream_t stream) {                                            \
     return ::attn::m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream);        \
   }                                                                                           \
+  bool hopper_kernel_available() { return ::attn::m11::hopper_available(); }                 \
   Status backward_on(Path path, const Problem& p, const void* q, const void* k, const void* v,\
                      const void* o, const void* dout, const float* lse, void* dq, void* dk,   \
                      void* dv, cudaStream_t stream) {                                         \

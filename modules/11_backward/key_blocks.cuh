@@ -1,0 +1,75 @@
+// Module 11, given: what both tensor-core kernels (backward_kernel.cuh, backward_hopper.cuh)
+// do the same way around their products: which keys a block owns and in which order it
+// visits the query tiles, and the store of dK and dV at the end.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/problem.h"
+#include "modules/11_backward/rows_kernels.cuh"
+
+namespace attn::m11 {
+
+// Block blockIdx.x owns kKeys keys of one (batch, K/V head): K/V heads fastest, key blocks
+// first to last, so with the mask (where key block 0 is seen by every query) the heaviest
+// blocks start first. It walks `steps` (query head, query tile) pairs: every query head of its
+// group, and the query tiles that see any of its keys (all, or with the mask from the first
+// query that sees key k0).
+template <int kKeys, int kQueries, bool kCausal>
+struct KeyBlockWalk {
+  int b, kv_head, k0, key_block, group, first_tile, tiles_per_head, steps;
+
+  __device__ explicit KeyBlockWalk(const Problem& p) {
+    const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
+    key_block = int(blockIdx.x / bg_count);
+    const int bg = int(blockIdx.x % bg_count);
+    b = bg / p.kv_heads, kv_head = bg % p.kv_heads;
+    k0 = key_block * kKeys;
+    group = p.heads / p.kv_heads;
+    const int q_tiles = (p.seq_q + kQueries - 1) / kQueries;
+    first_tile = kCausal ? first_query(p, k0) / kQueries : 0;
+    tiles_per_head = q_tiles - first_tile;
+    steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
+  }
+  // Step -> query head and first query row. The blocks of one head run at the same time and
+  // all add into the same dQ rows; starting each key block at a different query tile (rotated
+  // by its index) spreads their atomics over different rows instead of queueing them on one.
+  __device__ int head(int step) const { return kv_head * group + step / tiles_per_head; }
+  __device__ int q0(int step) const {
+    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * kQueries;
+  }
+  // Whether a (key block, query tile) pair needs the per-score test: keys past seq_k in the
+  // last key block, or (mask) a query tile that does not see all of the block's keys.
+  __device__ bool edge(const Problem& p, int q0) const {
+    return k0 + kKeys > p.seq_k || (kCausal && q0 + (p.seq_k - p.seq_q) < k0 + kKeys - 1);
+  }
+};
+
+// dK and dV, rounded and staged by the kernel in two shared tiles (at byte offsets
+// chunk_at(row, chunk) from dk_tile and dv_tile), written out as 16-byte row chunks
+// (coalesced): rows < seq_k, columns < head_dim; kVec: 16-byte stores, else element by element.
+template <int kKeys, int D, int kThreads, bool kVec, class ChunkAt>
+__device__ __forceinline__ void store_dk_dv(const Problem& p, int b, int kv_head, int k0,
+                                            const unsigned char* dk_tile,
+                                            const unsigned char* dv_tile, ChunkAt chunk_at,
+                                            void* dk, void* dv) {
+  constexpr int kChunks = D / 8;
+  for (int c = int(threadIdx.x); c < 2 * kKeys * kChunks; c += kThreads) {
+    const int which = c / (kKeys * kChunks), rc = c % (kKeys * kChunks);
+    const int row = rc / kChunks, chunk = rc % kChunks;
+    if (k0 + row >= p.seq_k || chunk * 8 >= p.head_dim) continue;
+    const uint16_t* src =
+        reinterpret_cast<const uint16_t*>((which == 0 ? dk_tile : dv_tile) + chunk_at(row, chunk));
+    uint16_t* dst = static_cast<uint16_t*>(which == 0 ? dk : dv) +
+                    Problem::offset(which == 0 ? p.k : p.v, b, kv_head, k0 + row) + chunk * 8;
+    if constexpr (kVec) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < 8 && chunk * 8 + e < p.head_dim; ++e) dst[e] = src[e];
+    }
+  }
+}
+
+}  // namespace attn::m11
