@@ -253,8 +253,8 @@ struct DenseBatch {
 };
 
 // Module 12 (modules/12_modifiers/modifier_hooks.cuh) adds score modifiers, masks and RoPE
-// through a Mods type with hooks at the marked places (`Mods::kActive`); module 11
-// (modules/11_backward/save_lse.cuh) has the epilogue hand each row's statistics to
+// through a Mods type with hooks at the marked places (`Mods::kActive`); module 11 (SaveLse
+// in modules/11_backward/entry_points.cuh) has the epilogue hand each row's statistics to
 // Mods::store_lse (`Mods::kStoresLse`), the log-sum-exp its backward recomputes P from.
 // NoModifiers, the default, compiles to the kernel without either.
 struct NoModifiers {
