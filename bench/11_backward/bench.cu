@@ -1,12 +1,13 @@
-// bench_11: module 11's backward beside its forward. The solution is first checked against
-// the double reference of common/backward.h (both rungs, odd shapes), then timed on the ladder
+// bench_11: module 11's backward beside its forward. The solution's kernels are first checked
+// against the double reference of common/backward.h (odd shapes), then timed on the ladder
 // shapes (bf16, B * N = 16k tokens, H * d = 2048, causal and not):
 //   fwd      the forward with its log-sum-exp (module 07's kernel with the SaveLse hook);
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
-// rungs: wgmma (Hopper's warpgroup MMA, the module's kernel on an H100), mma_sync (the
-// FlashAttention-2 backward of backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks
-// (its neighbouring configurations), rows (the readable kernels; short sequences only: slow).
 //   fwd+bwd  both, as a training step runs them.
+// Rungs: wgmma (Hopper's warpgroup MMA), mma_sync (the FlashAttention-2 backward of
+// backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks (its neighbouring
+// configurations), rows (the readable kernels; short sequences only: slow). Each record says
+// whether it is the kernel the module's entry runs for the shape ("picked": fastest_path).
 // FLOPs: the forward 4 B H (visible pairs) d; the backward 2.5x that (five products of the
 // same size as the forward's two, one of them, S, a recomputation: 5 / 2 = 2.5, the
 // convention of the FlashAttention papers); fwd+bwd 3.5x.
