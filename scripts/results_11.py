@@ -3,8 +3,9 @@
 JSON and scripts/compare_torch_backward.py's JSON.
 
   python3 scripts/results_11.py                 print the tables (markdown)
-  python3 scripts/results_11.py --update        rewrite them in modules/11_backward/README.md
-                                                and docs/results.md
+  python3 scripts/results_11.py --update        rewrite the backward block in
+                                                modules/11_backward/README.md and both blocks
+                                                in docs/results.md
   --bench FILE   bench_11's output (default docs/results/bench11_h100.json)
   --torch FILE   compare_torch_backward.py's output (default docs/results/torch11_h100.json)
 
@@ -30,8 +31,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "docs", "results", "bench11_h100.json")
 TORCH = os.path.join(ROOT, "docs", "results", "torch11_h100.json")
-DOCS = [os.path.join(ROOT, "modules", "11_backward", "README.md"),
-        os.path.join(ROOT, "docs", "results.md")]
+# file -> the blocks it holds (the lesson shows the backward alone and links to docs/results.md
+# for forward + backward)
+DOCS = {os.path.join(ROOT, "modules", "11_backward", "README.md"): ("backward",),
+        os.path.join(ROOT, "docs", "results.md"): ("backward", "fwd_bwd")}
 OURS = [("wgmma", "wgmma"), ("mma_sync", "mma.sync")]  # (rung, label), the main one first
 THEIRS = [("torch_flash", "FLASH"), ("torch_cudnn", "cuDNN")]
 # block name -> (field prefix of the records, what the block measures, FLOPs per forward FLOP)
@@ -183,7 +186,7 @@ def main(argv):
     ap.add_argument("--bench", default=BENCH, help="bench_11's JSON")
     ap.add_argument("--torch", default=TORCH, help="compare_torch_backward.py's JSON")
     ap.add_argument("--update", action="store_true",
-                    help="rewrite the blocks in the lesson and docs/results.md")
+                    help="rewrite the backward block in the lesson, both in docs/results.md")
     args = ap.parse_args(argv)
     loaded = load_all({args.bench: "bench_11 --out",
                        args.torch: "scripts/compare_torch_backward.py --out"})
@@ -197,7 +200,7 @@ def main(argv):
             print(f"{begin}\n{body}\n{end}\n")
         return 0
     failed = False
-    for path in DOCS:
+    for path, blocks in DOCS.items():
         rel = os.path.relpath(path, ROOT)
         if not os.path.exists(path):
             print(f"results_11: {rel} does not exist")
@@ -206,7 +209,8 @@ def main(argv):
         with open(path) as f:
             text = f.read()
         done = []
-        for block, body in bodies.items():
+        for block in blocks:
+            body = bodies[block]
             new = replace_block(text, block, body)
             if new is None:
                 begin, end = markers(block)
