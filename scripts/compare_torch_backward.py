@@ -34,6 +34,8 @@ import json
 import sys
 import warnings
 
+from compare_torch import time_call  # median of event-timed calls, as for the forward
+
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 DIMS = [64, 128]
 # Our rung name -> the torch.nn.attention.SDPBackend member.
@@ -44,23 +46,6 @@ SHORT = {"flash": "torch_flash", "cudnn": "torch_cudnn", "efficient": "torch_eff
 
 def visible_pairs(n, causal):
     return n * (n + 1) // 2 if causal else n * n
-
-
-def time_call(torch, fn, warmup, iters):
-    """Median milliseconds of fn() over `iters` event-timed calls after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for start, stop in zip(starts, stops):
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, stops))
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
 
 
 def reason(err, caught):
