@@ -2,7 +2,7 @@
 // the same shapes in one run. Every rung is first checked against the double reference on
 // small odd shapes (its "check" column is the worst relative L2 error), then timed.
 //
-//   bench_09 [--quick] [--json ladder.json] [--iters 10] [--dtype bf16]
+//   bench_09 [--quick | --seq N] [--rungs a,b] [--json ladder.json] [--iters 10] [--dtype bf16]
 //   bench_09 --timeline timeline.json   one block's consumers, serial and ping-pong (clock64)
 //   bench_09 --hang-check               a broken barrier protocol must report, not hang
 //
@@ -21,6 +21,9 @@
 //   n192_heads_first three_wg_n192 with the work tiles ordered heads first
 //   stages3          persistent with three ring slots (d = 64: three consumers)
 //   early_q          persistent, O staged in its own tile so that Q is released early
+//   dynamic          early_q with the dynamic tile scheduler, work tiles heads first
+//   dynamic_qblocks  the same, query blocks first
+//   dynamic_2wg      dynamic; d = 64 with two consumers, d = 128 with O staged in Q's rows
 //   forward          the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -99,6 +102,22 @@ const Rung kRungs[] = {
     // work tile, so the next work tile's Q loads while this one finishes.
     {"early_q", run_rung<Config<64, 128, 3, kPingpong, 3, kPersistentGrid, false, false, true>,
                          Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false, false, true>>},
+    // Persistent with the dynamic tile scheduler: each block draws its next work tile from a
+    // global counter; heads first, so with the causal mask the longest tiles are drawn first.
+    {"dynamic", run_rung<Config<64, 128, 3, kPingpong, 3, kPersistentGrid, kHeadsFirst, false,
+                                true, true>,
+                         Config<128, 128, 2, kPingpong, 2, kPersistentGrid, kHeadsFirst, false,
+                                true, true>>},
+    {"dynamic_qblocks", run_rung<Config<64, 128, 3, kPingpong, 3, kPersistentGrid, false, false,
+                                        true, true>,
+                                 Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false, false,
+                                        true, true>>},
+    // d = 64 with two consumers (128-row work tiles: less waste on the causal diagonal at short
+    // N); d = 128 without the separate O tile.
+    {"dynamic_2wg", run_rung<Config<64, 128, 2, kPingpong, 2, kPersistentGrid, kHeadsFirst, false,
+                                    true, true>,
+                             Config<128, 128, 2, kPingpong, 2, kPersistentGrid, kHeadsFirst,
+                                    false, false, true>>},
     {"forward", run_forward},
 };
 
@@ -249,8 +268,18 @@ int main(int argc, char** argv) {
                  "record one block's schedule (serial and ping-pong) and write it as JSON");
   app.add_flag("--hang-check", hang,
                "run a kernel whose barrier never completes: it must give up and report");
+  std::vector<std::string> only;
+  app.add_option("--rungs", only, "run only these rungs (names as in the table)")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   if (hang) return hang_check();
+  std::vector<ladder::Rung> rungs;
+  for (const ladder::Rung& r : kRungs)
+    if (only.empty() || std::find(only.begin(), only.end(), r.name) != only.end())
+      rungs.push_back(r);
+  if (rungs.empty()) {
+    std::cerr << "error: --rungs names no rung of this ladder\n";
+    return 2;
+  }
   if (!timeline_path.empty()) return write_timeline(timeline_path);
   DType t;
   if (!parse_dtype(dtype_text, &t) || t == DType::f32) {
@@ -266,8 +295,7 @@ int main(int argc, char** argv) {
 
   const std::vector<Problem> shapes = ladder::shapes(seq > 0 ? seq : quick ? 2048 : 8192, t);
   const std::vector<ladder::Row> rows =
-      ladder::run(9, m09::supports, {std::begin(kRungs), std::end(kRungs)}, shapes, kChecks, t,
-                  iters);
+      ladder::run(9, m09::supports, rungs, shapes, kChecks, t, iters);
   ladder::print_table(rows, shapes);
   if (!json_path.empty()) {
     if (Status s = ladder::write_json(json_path, "attn-ladder09/1", dev, rows, iters,

@@ -59,7 +59,8 @@ enum class Schedule { serial, overlap, pingpong };
 
 template <int kHeadDim_, int kBlockN_ = 128, int kConsumers_ = 2,
           Schedule kSchedule_ = Schedule::pingpong, int kStages_ = 2, bool kPersistent_ = true,
-          bool kHeadsFirst_ = false, bool kTimeline_ = false, bool kSeparateO_ = false>
+          bool kHeadsFirst_ = false, bool kTimeline_ = false, bool kSeparateO_ = false,
+          bool kDynamic_ = false>
 struct Config {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;       // consumer warpgroups
@@ -83,6 +84,13 @@ struct Config {
   // S = Q K^T has completed, so the next work tile's Q loads while this one finishes (worth it
   // with a persistent grid, where the next work tile follows in the same block).
   static constexpr bool kSeparateO = kSeparateO_;
+  // A dynamic tile scheduler (with kPersistent): a block's first work tile is blockIdx.x, and
+  // each next one is whichever comes next in a global counter that the producer advances with
+  // an atomic add, so a block that drew short tiles simply draws more of them. Together with
+  // kHeadsFirst (the longest causal tiles first) this is the longest-first greedy schedule; a
+  // static round robin instead gives each block a fixed share, however long its tiles are.
+  static constexpr bool kDynamic = kDynamic_;
+  static_assert(!kDynamic || kPersistent, "the dynamic scheduler feeds a persistent grid");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -99,7 +107,10 @@ struct Config {
   static constexpr uint32_t kBarrierOffset = kOOffset + (kSeparateO ? kQBytes : 0);
   static constexpr int kBarriers = 2 + 4 * kStages;  // q_full, q_empty, k/v full/empty per slot
   static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;  // the gave-up word
-  static constexpr uint32_t kSharedBytes = kFlagOffset + 8 + 1024;  // + alignment slack
+  // kDynamic: the work tile of each Q fill, two words (by the fill's parity), written by the
+  // producer before it announces the fill on q_full.
+  static constexpr uint32_t kWorkOffset = kFlagOffset + 8;
+  static constexpr uint32_t kSharedBytes = kWorkOffset + 8 + 1024;  // + alignment slack
   static_assert(kBlockN * kRowBytes % 1024 == 0, "every panel must start on a 1024-byte boundary");
   static_assert(kSharedBytes <= 227 * 1024, "more shared memory than an SM has");
 
@@ -142,6 +153,22 @@ struct SharedPlan {
     return flag != 0;
   }
   __device__ void arrive(Barrier b, int slot) const { mbarrier_arrive(barrier(b, slot)); }
+  // kDynamic: the work tile of Q fill `fill` (-1: no more work). The producer writes it before
+  // its arrive on q_full (an arrive releases the thread's earlier writes to the block), and the
+  // consumers read it after their wait on q_full (which acquires them).
+  __device__ void set_work(uint32_t fill, int work) const {
+    asm volatile("st.shared.s32 [%0], %1;" ::"r"(base + C::kWorkOffset + 4 * (fill & 1)),
+                 "r"(work)
+                 : "memory");
+  }
+  __device__ int work(uint32_t fill) const {
+    int w;
+    asm volatile("ld.shared.s32 %0, [%1];"
+                 : "=r"(w)
+                 : "r"(base + C::kWorkOffset + 4 * (fill & 1))
+                 : "memory");
+    return w;
+  }
   __device__ void arrive_expect_bytes(Barrier b, int slot, uint32_t bytes) const {
     mbarrier_arrive_expect_bytes(barrier(b, slot), bytes);
   }
@@ -160,6 +187,9 @@ struct KernelArgs {
   float scale_log2;  // softmax_scale * log2(e): scores in base-2 units
   HangReport* hang;  // mapped host memory: see hang_report()
   long long* timeline = nullptr;  // Config::kTimeline: clock64() stamps, see stamp()
+  // Config::kDynamic: {next work tile - gridDim.x, blocks finished}, zero at launch; the last
+  // block to finish sets both back to zero for the next launch (work_counter_buffer()).
+  int* work_counter = nullptr;
   int timeline_block = 0;         // the block that records
 };
 
@@ -536,18 +566,41 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (warp == 0 && lane == 0) {
       int kv_count = 0;
       uint32_t fill = 0;
-      for (int work = blockIdx.x; work < a.work_tiles; work += gridDim.x, ++fill) {
+      for (int work = blockIdx.x;; ++fill) {
+        plan.wait(q_empty, 0, (fill & 1) ^ 1);  // the consumers are done with the last Q
+        if (plan.gave_up()) break;
+        if (work >= a.work_tiles) {
+          // kDynamic: the consumers learn there is no more work from the next Q fill.
+          if constexpr (C::kDynamic) {
+            plan.set_work(fill, -1);
+            plan.arrive(q_full, 0);
+          }
+          break;
+        }
         int m_block, head, batch;
         decode(work, m_block, head, batch);
         const int kv_head = head / (a.heads / a.kv_heads);
         const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
-        plan.wait(q_empty, 0, (fill & 1) ^ 1);  // both consumers have stored the last output
-        if (plan.gave_up()) break;
+        if constexpr (C::kDynamic) plan.set_work(fill, work);
         Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
         for (int j = 0; j < tiles && !plan.gave_up(); ++j)
           Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
                               j * C::kBlockN, kv_head, batch);
         kv_count += tiles;
+        // The next work tile. The producer runs ahead of the consumers (its last copies were
+        // issued as ring slots freed up), so the atomic's round trip to L2 overlaps their work.
+        if constexpr (C::kDynamic)
+          work = static_cast<int>(gridDim.x) + atomicAdd(a.work_counter, 1);
+        else
+          work += static_cast<int>(gridDim.x);
+      }
+      if constexpr (C::kDynamic) {
+        // Every block draws from the counter until it passes the last tile, then counts itself
+        // out; the last one out resets the counter for the next launch on this stream.
+        if (atomicAdd(a.work_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+          a.work_counter[0] = 0;
+          a.work_counter[1] = 0;
+        }
       }
       // After a wait gave up, copies may still be in flight: keep the block alive until they
       // have landed (a block's shared memory is freed when its last thread exits).
@@ -561,7 +614,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     registers_claim<C::kConsumerRegisters>();
     int kv_count = 0;
     uint32_t fill = 0;
-    for (int work = blockIdx.x; work < a.work_tiles; work += gridDim.x, ++fill) {
+    for (int work = blockIdx.x;; work += gridDim.x, ++fill) {
+      if constexpr (C::kDynamic) {
+        // The producer names each fill's work tile; waiting for Q here and again in the work
+        // tile is fine: the phase stays complete until this consumer has released Q.
+        plan.wait(q_full, 0, fill & 1);
+        if (plan.gave_up()) break;
+        work = plan.work(fill);
+        if (work < 0) break;
+      } else if (work >= a.work_tiles) {
+        break;
+      }
       int m_block, head, batch;
       decode(work, m_block, head, batch);
       const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
@@ -685,6 +748,23 @@ inline Status check_device_and_build() {
   return Status::ok();
 }
 
+// The dynamic scheduler's two counters (KernelArgs::work_counter), zeroed once; every launch
+// leaves them at zero again (its last block resets them), so launches that use them must run
+// one after another (one stream), as the course's programs do. After a launch whose barrier
+// wait gave up they are zeroed again from the host.
+inline int* work_counter_buffer() {
+  static int* buffer = [] {
+    int* b = nullptr;
+    if (cudaMalloc(&b, 2 * sizeof(int)) != cudaSuccess) return static_cast<int*>(nullptr);
+    if (cudaMemset(b, 0, 2 * sizeof(int)) != cudaSuccess) {
+      cudaFree(b);
+      return static_cast<int*>(nullptr);
+    }
+    return b;
+  }();
+  return buffer;
+}
+
 template <class C, class Steps, bool kBf16, bool kCausal>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
                      cudaStream_t stream, long long* timeline = nullptr) {
@@ -716,11 +796,20 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   a.timeline = timeline;
   a.hang = hang_report_buffer();
   if (!a.hang) return Status::error("module 09: cannot allocate the mapped hang-report buffer");
-  if (a.hang->hung) *a.hang = HangReport{};  // an earlier launch's report has been read by now
+  const bool after_hang = a.hang->hung != 0;
+  if (after_hang) *a.hang = HangReport{};  // an earlier launch's report has been read by now
+  if constexpr (C::kDynamic) {
+    a.work_counter = work_counter_buffer();
+    if (!a.work_counter)
+      return Status::error("module 09: cannot allocate the tile scheduler's counter");
+    if (after_hang) cudaMemsetAsync(a.work_counter, 0, 2 * sizeof(int), stream);
+  }
   const int64_t work = static_cast<int64_t>(a.m_blocks) * p.heads * p.batch;
-  if (work > 0x7fffffff)
+  // Work tile numbers are ints, and a block's next number may run past the last tile by up to
+  // two grids' worth before the block stops.
+  if (work > 0x7fffffff - (1 << 20))
     return Status::error("module 09: " + std::to_string(work) +
-                         " work tiles exceed the 2^31-1 this kernel counts with int");
+                         " work tiles exceed the 2^31 - 2^20 this kernel counts with int");
   a.work_tiles = static_cast<int>(work);
   // Persistent: one block per SM (the shared memory and registers allow no more), each walking
   // the work tiles.
