@@ -281,6 +281,21 @@ TEST_CASE("several batches and heads in one launch, more query blocks than SMs")
   }
 }
 
+TEST_CASE("the tile scheduler: uneven causal work tiles, launch after launch") {
+  // With the causal mask the work tiles differ in length, and a persistent block draws its
+  // next one from a counter that every launch must leave at zero for the next. Launches of
+  // different grid sizes (fewer work tiles than SMs, then many more) follow one another, each
+  // twice; a counter left behind would skip work tiles of the next launch (their rows poisoned).
+  for (int round = 0; round < 2; ++round)
+    for (DType t : kDtypes) {
+      check(make_problem(4, 40, 1000, 1000, 64, true, t), kProtocol);   // 8 query blocks a head
+      check(make_problem(1, 1, 100, 100, 64, true, t), kProtocol);      // one work tile
+      check(make_problem(2, 12, 3000, 3000, 64, true, t), kProtocol);   // 16 query blocks a head
+      check(make_problem(3, 20, 2000, 2000, 128, true, t), kProtocol);  // 16 query blocks a head
+      check(make_problem(2, 8, 1500, 1500, 64, false, t), kProtocol);
+    }
+}
+
 // ---- Numerics ------------------------------------------------------------------------------
 
 TEST_CASE("large logits: scores in the hundreds") {

@@ -23,7 +23,7 @@
 //   early_q          persistent, O staged in its own tile so that Q is released early
 //   dynamic          early_q with the dynamic tile scheduler, work tiles heads first
 //   dynamic_qblocks  the same, query blocks first
-//   dynamic_2wg      dynamic; d = 64 with two consumers, d = 128 with O staged in Q's rows
+//   dynamic_qblocks_2wg  the same; d = 64 with two consumers, d = 128 with O in Q's rows
 //   forward          the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -112,12 +112,12 @@ const Rung kRungs[] = {
                                         true, true>,
                                  Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false, false,
                                         true, true>>},
-    // d = 64 with two consumers (128-row work tiles: less waste on the causal diagonal at short
-    // N); d = 128 without the separate O tile.
-    {"dynamic_2wg", run_rung<Config<64, 128, 2, kPingpong, 2, kPersistentGrid, kHeadsFirst, false,
-                                    true, true>,
-                             Config<128, 128, 2, kPingpong, 2, kPersistentGrid, kHeadsFirst,
-                                    false, false, true>>},
+    // dynamic_qblocks with two consumers at d = 64 (128-row work tiles waste less of the
+    // causal diagonal than 192-row ones); d = 128 without the separate O tile.
+    {"dynamic_qblocks_2wg", run_rung<Config<64, 128, 2, kPingpong, 2, kPersistentGrid, false,
+                                            false, true, true>,
+                                     Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false,
+                                            false, false, true>>},
     {"forward", run_forward},
 };
 

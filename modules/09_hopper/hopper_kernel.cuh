@@ -827,62 +827,90 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   return Status::ok();
 }
 
-// Checks, then the configuration for this head_dim (C64 or C128; C64Causal, C128Causal with
-// the causal mask), dtype and mask.
-template <class Steps, class C64, class C128, class C64Causal = C64, class C128Causal = C128>
-Status launch_with(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                   cudaStream_t stream) {
+// The checks every launch makes: a Hopper GPU with this build's sm_90a code, and tensors whose
+// rows TMA can read.
+inline Status check_launch(const Problem& p, const void* q, const void* k, const void* v,
+                           const void* o) {
   if (Status s = check_device_and_build(); !s) return s;
   if (!tma_compatible(q, p.q) || !tma_compatible(k, p.k) || !tma_compatible(v, p.v) ||
       !tma_compatible(o, p.o))
     return Status::error("module 09 loads tiles with TMA, which needs every row to start on a "
                          "16-byte boundary (aligned base pointers and strides that are "
                          "multiples of 8 elements); module 07 runs this layout");
-  auto run = [&](auto config, auto causal) {
-    using C = decltype(config);
-    constexpr bool kCausal = decltype(causal)::value;
-    return p.dtype == DType::bf16
-               ? launch_config<C, Steps, true, kCausal>(p, q, k, v, o, stream)
-               : launch_config<C, Steps, false, kCausal>(p, q, k, v, o, stream);
-  };
-  if (p.causal)
-    return p.head_dim == 64 ? run(C64Causal{}, std::true_type{}) : run(C128Causal{}, std::true_type{});
-  return p.head_dim == 64 ? run(C64{}, std::false_type{}) : run(C128{}, std::false_type{});
+  return Status::ok();
 }
 
-// The production configurations (bench/09_hopper measures them beside the alternatives).
-// d = 64: three consumer warpgroups (192 query rows per block): the softmax, not the tensor
-// cores, limits d = 64, and a third warpgroup adds softmax throughput; without the mask a
-// persistent grid with three ring slots. d = 128: 192-key tiles (fewer barrier round trips
-// and O rescales per key), one block per work tile, query blocks first (the blocks of one head
-// share K and V in L2). With the causal mask the work tiles differ in length, and the
-// hardware's block scheduler (a new block starts as soon as an SM frees up) balances them
-// better than the persistent grid's fixed round robin.
+// Configuration C with the mask of p and its dtype (the checks made by the caller).
+template <class Steps, class C, bool kCausal>
+Status launch_dtype(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                    cudaStream_t stream) {
+  return p.dtype == DType::bf16 ? launch_config<C, Steps, true, kCausal>(p, q, k, v, o, stream)
+                                : launch_config<C, Steps, false, kCausal>(p, q, k, v, o, stream);
+}
+
+// Checks, then the configuration for this head_dim (C64 or C128; C64Causal, C128Causal with
+// the causal mask), dtype and mask.
+template <class Steps, class C64, class C128, class C64Causal = C64, class C128Causal = C128>
+Status launch_with(const Problem& p, const void* q, const void* k, const void* v, void* o,
+                   cudaStream_t stream) {
+  if (Status s = check_launch(p, q, k, v, o); !s) return s;
+  if (p.causal)
+    return p.head_dim == 64 ? launch_dtype<Steps, C64Causal, true>(p, q, k, v, o, stream)
+                            : launch_dtype<Steps, C128Causal, true>(p, q, k, v, o, stream);
+  return p.head_dim == 64 ? launch_dtype<Steps, C64, false>(p, q, k, v, o, stream)
+                          : launch_dtype<Steps, C128, false>(p, q, k, v, o, stream);
+}
+
+// The production configurations (bench/09_hopper measures them beside the alternatives; the
+// choices below follow its rows at N = 512 ... 16384, ladder09_*_h100.json).
+//
+// d = 64: the softmax, not the tensor cores, limits d = 64, so three consumer warpgroups
+// (192 query rows per block) add softmax throughput. A persistent grid with the dynamic tile
+// scheduler and O staged in its own tile (the next work tile's Q loads while this one
+// finishes); the work tiles query blocks first, so the blocks of one head run side by side
+// and share K and V in L2. With the causal mask and seq_k <= 1024 two consumers do better:
+// a 192-row block wastes up to a third of its products on the far side of the diagonal, and
+// at these lengths the diagonal is most of the work.
+//
+// d = 128: 192-key tiles (fewer barrier round trips and O rescales per key), one block per
+// work tile, query blocks first. Shorter keys make the start of each work tile show, so
+// without the mask up to kShortKeys, and with it up to kShortCausalKeys, a persistent grid
+// with O in its own tile and 128-key tiles (its shared memory has no room for 192) takes
+// over; with the mask, the dynamic scheduler (a block that drew short tiles draws more).
 constexpr bool kPersistentGrid = true, kBlockPerTile = false;
-using Production64 = Config<64, 128, 3, Schedule::pingpong, 3, kPersistentGrid>;
-using Production64Causal = Config<64, 128, 3, Schedule::pingpong, 2, kBlockPerTile>;
+constexpr bool kQueryBlocksFirst = false, kNoTimeline = false, kSeparateO = true,
+               kDynamicTiles = true;
+using Production64 = Config<64, 128, 3, Schedule::pingpong, 3, kPersistentGrid,
+                            kQueryBlocksFirst, kNoTimeline, kSeparateO, kDynamicTiles>;
+using Production64ShortCausal = Config<64, 128, 2, Schedule::pingpong, 2, kPersistentGrid,
+                                       kQueryBlocksFirst, kNoTimeline, kSeparateO,
+                                       kDynamicTiles>;
 using Production128 = Config<128, 192, 2, Schedule::pingpong, 2, kBlockPerTile>;
-using Production128Causal = Production128;
-// Short sequences without the mask (seq_k <= kShortKeys): a work tile has only a few K/V
-// tiles, so what it costs to start one shows. These configurations stage O in its own tile
-// and release Q after a work tile's last S = Q K^T, so that a persistent block loads the next
-// work tile's Q while it finishes this one (bench_09's early_q rung: faster than the ones above
-// at N = 512, 1024 and 2048, slower with the mask; ladder09_n*_h100.json).
-constexpr int kShortKeys = 2048;
-using ProductionShort64 = Config<64, 128, 3, Schedule::pingpong, 3, kPersistentGrid, false, false,
-                                 true>;
-using ProductionShort128 = Config<128, 128, 2, Schedule::pingpong, 2, kPersistentGrid, false,
-                                  false, true>;
+using Production128Short = Config<128, 128, 2, Schedule::pingpong, 2, kPersistentGrid,
+                                  kQueryBlocksFirst, kNoTimeline, kSeparateO>;
+using Production128ShortCausal = Config<128, 128, 2, Schedule::pingpong, 2, kPersistentGrid,
+                                        kQueryBlocksFirst, kNoTimeline, kSeparateO,
+                                        kDynamicTiles>;
+constexpr int kShortCausalKeys64 = 1024, kShortKeys = 2048, kShortCausalKeys = 4096;
 
 // forward() of exercise and solution.
 template <class Steps>
 Status launch(const Problem& p, const void* q, const void* k, const void* v, void* o,
               cudaStream_t stream) {
-  if (!p.causal && p.seq_k <= kShortKeys)
-    return launch_with<Steps, ProductionShort64, ProductionShort128, Production64Causal,
-                       Production128Causal>(p, q, k, v, o, stream);
-  return launch_with<Steps, Production64, Production128, Production64Causal, Production128Causal>(
-      p, q, k, v, o, stream);
+  if (Status s = check_launch(p, q, k, v, o); !s) return s;
+  if (p.head_dim == 64) {
+    if (!p.causal) return launch_dtype<Steps, Production64, false>(p, q, k, v, o, stream);
+    return p.seq_k <= kShortCausalKeys64
+               ? launch_dtype<Steps, Production64ShortCausal, true>(p, q, k, v, o, stream)
+               : launch_dtype<Steps, Production64, true>(p, q, k, v, o, stream);
+  }
+  if (!p.causal)
+    return p.seq_k <= kShortKeys
+               ? launch_dtype<Steps, Production128Short, false>(p, q, k, v, o, stream)
+               : launch_dtype<Steps, Production128, false>(p, q, k, v, o, stream);
+  return p.seq_k <= kShortCausalKeys
+             ? launch_dtype<Steps, Production128ShortCausal, true>(p, q, k, v, o, stream)
+             : launch_dtype<Steps, Production128, true>(p, q, k, v, o, stream);
 }
 
 }  // namespace attn::m09
