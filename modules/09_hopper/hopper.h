@@ -51,9 +51,9 @@ struct HangReport {
 };
 
 inline const char* barrier_name(int b) {
-  static const char* const names[] = {"Q full", "K full", "K empty", "V full", "V empty",
-                                      "Q empty"};
-  return b >= 0 && b < 6 ? names[b] : "unknown";
+  static const char* const names[] = {"Q full", "K full",  "K empty",  "V full",
+                                      "V empty", "Q empty", "work full"};
+  return b >= 0 && b < 7 ? names[b] : "unknown";
 }
 
 // The record (one per process, allocated on first use; nullptr if the allocation failed).

@@ -105,7 +105,8 @@ struct Config {
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKVBytes;
   static constexpr uint32_t kOOffset = kVOffset + kStages * kKVBytes;  // if kSeparateO
   static constexpr uint32_t kBarrierOffset = kOOffset + (kSeparateO ? kQBytes : 0);
-  static constexpr int kBarriers = 2 + 4 * kStages;  // q_full, q_empty, k/v full/empty per slot
+  // q_full, q_empty, k/v full/empty per slot, work_full
+  static constexpr int kBarriers = 3 + 4 * kStages;
   static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;  // the gave-up word
   // kDynamic: the work tile of each Q fill, two words (by the fill's parity), written by the
   // producer before it announces the fill on q_full.
@@ -125,7 +126,10 @@ struct Config {
 
 // The block's barriers. Q has two (full, empty: refilled for each work tile); each ring slot
 // has four.
-enum Barrier : int { q_full = 0, k_full = 1, k_empty = 2, v_full = 3, v_empty = 4, q_empty = 5 };
+enum Barrier : int {
+  q_full = 0, k_full = 1, k_empty = 2, v_full = 3, v_empty = 4, q_empty = 5,
+  work_full = 6  // kDynamic: the next work tile's number is in shared memory
+};
 // (barrier_name() in hopper.h names them in this order.)
 // Where one block's tiles and barriers live (shared-memory addresses, as wgmma and TMA take
 // them), and the barrier operations by name: plan.wait(k_full, slot, phase).
@@ -140,7 +144,10 @@ struct SharedPlan {
   __device__ uint32_t k(int slot) const { return base + C::kKOffset + slot * C::kKVBytes; }
   __device__ uint32_t v(int slot) const { return base + C::kVOffset + slot * C::kKVBytes; }
   __device__ uint32_t barrier(Barrier b, int slot = 0) const {
-    const int index = b == q_full ? 0 : b == q_empty ? 1 : 2 + (b - 1) * C::kStages + slot;
+    const int index = b == q_full      ? 0
+                      : b == q_empty   ? 1
+                      : b == work_full ? C::kBarriers - 1
+                                       : 2 + (b - 1) * C::kStages + slot;
     return base + C::kBarrierOffset + 8 * index;
   }
   __device__ void wait(Barrier b, int slot, uint32_t phase) const {
@@ -153,9 +160,11 @@ struct SharedPlan {
     return flag != 0;
   }
   __device__ void arrive(Barrier b, int slot) const { mbarrier_arrive(barrier(b, slot)); }
-  // kDynamic: the work tile of Q fill `fill` (-1: no more work). The producer writes it before
-  // its arrive on q_full (an arrive releases the thread's earlier writes to the block), and the
-  // consumers read it after their wait on q_full (which acquires them).
+  // kDynamic: the work tile of Q fill `fill` (-1: no more work). The producer writes it, then
+  // arrives on work_full (an arrive releases the thread's earlier writes to the block); the
+  // consumers read it after their wait on work_full (which acquires them). Two words, by the
+  // fill's parity: the producer writes fill f + 2's word only after q_empty has told it that
+  // the consumers are done with fill f + 1, so long after they read fill f's.
   __device__ void set_work(uint32_t fill, int work) const {
     asm volatile("st.shared.s32 [%0], %1;" ::"r"(base + C::kWorkOffset + 4 * (fill & 1)),
                  "r"(work)
@@ -532,6 +541,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     mbarrier_init(plan.barrier(q_full), 1);                // the producer's arrive_expect_bytes
     // Q is released by each consumer's storing thread, or (kSeparateO) by every consumer warp.
     mbarrier_init(plan.barrier(q_empty), C::kSeparateO ? 4 * C::kConsumers : C::kConsumers);
+    mbarrier_init(plan.barrier(work_full), 1);  // the producer's arrive (kDynamic)
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(plan.barrier(k_full, s), 1);
       mbarrier_init(plan.barrier(v_full, s), 1);
@@ -570,10 +580,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         plan.wait(q_empty, 0, (fill & 1) ^ 1);  // the consumers are done with the last Q
         if (plan.gave_up()) break;
         if (work >= a.work_tiles) {
-          // kDynamic: the consumers learn there is no more work from the next Q fill.
-          if constexpr (C::kDynamic) {
+          if constexpr (C::kDynamic) {  // tell the consumers there is no more work
             plan.set_work(fill, -1);
-            plan.arrive(q_full, 0);
+            plan.arrive(work_full, 0);
           }
           break;
         }
@@ -581,7 +590,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         decode(work, m_block, head, batch);
         const int kv_head = head / (a.heads / a.kv_heads);
         const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
-        if constexpr (C::kDynamic) plan.set_work(fill, work);
+        if constexpr (C::kDynamic) {
+          plan.set_work(fill, work);
+          plan.arrive(work_full, 0);
+        }
         Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
         for (int j = 0; j < tiles && !plan.gave_up(); ++j)
           Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
@@ -616,9 +628,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     uint32_t fill = 0;
     for (int work = blockIdx.x;; work += gridDim.x, ++fill) {
       if constexpr (C::kDynamic) {
-        // The producer names each fill's work tile; waiting for Q here and again in the work
-        // tile is fine: the phase stays complete until this consumer has released Q.
-        plan.wait(q_full, 0, fill & 1);
+        // The producer names each work tile (work_full completes once per work tile, so its
+        // parity for this one is fill's).
+        plan.wait(work_full, 0, fill & 1);
         if (plan.gave_up()) break;
         work = plan.work(fill);
         if (work < 0) break;
