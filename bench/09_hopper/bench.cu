@@ -24,6 +24,7 @@
 //   dynamic          early_q with the dynamic tile scheduler, work tiles heads first
 //   dynamic_qblocks  the same, query blocks first
 //   dynamic_qblocks_2wg  the same; d = 64 with two consumers, d = 128 with O in Q's rows
+//   n160_dynamic     dynamic_qblocks; d = 128 with 160-key tiles
 //   forward          the solution's forward(): its production configurations
 // Shapes: 16k tokens (batch = 16384 / N), d = 64 with H = 32 and d = 128 with H = 16, causal
 // and not, N = 8192 (--quick: N = 2048). Timing: CUDA events, 2 runs untimed, then the
@@ -118,6 +119,12 @@ const Rung kRungs[] = {
                                             false, true, true>,
                                      Config<128, 128, 2, kPingpong, 2, kPersistentGrid, false,
                                             false, false, true>>},
+    // d = 128 with 160-key tiles, the widest that fit in shared memory beside a separate O
+    // tile (4 x 40 KB of K/V + 2 x 32 KB); d = 64 as dynamic_qblocks.
+    {"n160_dynamic", run_rung<Config<64, 128, 3, kPingpong, 3, kPersistentGrid, false, false,
+                                     true, true>,
+                              Config<128, 160, 2, kPingpong, 2, kPersistentGrid, false, false,
+                                     true, true>>},
     {"forward", run_forward},
 };
 
