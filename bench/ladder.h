@@ -71,6 +71,25 @@ inline double check_rung(const Kernel& kern, DType t, std::vector<Problem> check
   return worst;
 }
 
+// Times kern on `tensors` (CUDA events, 2 runs untimed, the median of `iters`) into row:
+// median_ms and tflops (attention_flops / time; 0 when count_flops is false, for a pass that
+// is not the attention), or the error in row.status.
+inline void time_row(Row& row, const Kernel& kern, DeviceTensors& tensors, int iters,
+                     bool count_flops = true) {
+  try {
+    const Timing tm = time_on_stream(
+        [&](cudaStream_t s) {
+          const Status st = tensors.forward(kern, s);
+          if (!st) throw std::runtime_error(st.message());
+        },
+        2, iters);
+    row.median_ms = tm.median_ms;
+    row.tflops = count_flops ? attention_flops(row.p) / (tm.median_ms * 1e9) : 0.0;
+  } catch (const std::exception& e) {
+    row.status = e.what();
+  }
+}
+
 // Every rung: checked, then timed on every shape (CUDA events, 2 runs untimed, the median of
 // `iters`); one line per row as it is measured.
 inline std::vector<Row> run(int module, SupportsFn supports, const std::vector<Rung>& rungs,
@@ -86,15 +105,8 @@ inline std::vector<Row> run(int module, SupportsFn supports, const std::vector<R
       if (check >= 0) {
         try {
           DeviceTensors tensors(p, random_inputs(p, 99));  // uploaded as p.dtype
-          const Timing tm = time_on_stream(
-              [&](cudaStream_t s) {
-                const Status st = tensors.forward(kern, s);
-                if (!st) throw std::runtime_error(st.message());
-              },
-              2, iters);
-          row.median_ms = tm.median_ms;
-          row.tflops = attention_flops(p) / (tm.median_ms * 1e9);
-        } catch (const std::exception& e) {
+          time_row(row, kern, tensors, iters);
+        } catch (const std::exception& e) {  // the tensors did not fit on the GPU
           row.status = e.what();
         }
       }

@@ -234,18 +234,7 @@ int main(int argc, char** argv) {
           DeviceTensors tensors(p, random_inputs(p, 99));
           auto time_kernel = [&](const Kernel& kern, double check, bool count_flops) {
             ladder::Row row{kern.name, "ok", p, 0, 0, check};
-            try {
-              const Timing tm = time_on_stream(
-                  [&](cudaStream_t s) {
-                    const Status st = tensors.forward(kern, s);
-                    if (!st) throw std::runtime_error(st.message());
-                  },
-                  2, iters);
-              row.median_ms = tm.median_ms;
-              row.tflops = count_flops ? attention_flops(p) / (tm.median_ms * 1e9) : 0.0;
-            } catch (const std::exception& e) {
-              row.status = e.what();
-            }
+            ladder::time_row(row, kern, tensors, iters, count_flops);
             rows.push_back(row);
             return row;
           };
