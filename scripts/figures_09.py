@@ -13,6 +13,11 @@ python3 scripts/figures_09.py [out_dir].
   09_timeline.png    measured: when each consumer of one block waits for S, runs the softmax
                      and waits for P V, serial against ping-pong
                      (docs/results/timeline09_h100.json, bench_09 --timeline)
+  09_vs_cudnn.png    measured: forward() beside cuDNN, FlashAttention-2 and the FP8 rung,
+                     N = 512 ... 16384, one run (ladder09_sched_*, bench09_sched_h100_torch,
+                     fp8_09_h100.json)
+  09_scheduler.png   measured: the persistent-grid rungs (round robin, dynamic scheduler,
+                     work-tile order) beside cuDNN, same run
 """
 import json
 import os
@@ -22,7 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(HERE)
 
-from figures_common import COLORS, arrow, box, ladder_bars, new_figure, plt, save  # noqa: E402
+from figures_common import (COLORS, arrow, box, ladder_bars, new_figure, plt, save,  # noqa: E402
+                            save_full_colour)
 
 LIGHT = {  # light versions of the palette, for boxes that carry text
     "q": "#C9D6EC",
@@ -471,8 +477,92 @@ def timeline(out_dir, first_step=16, steps=6):
     return save(fig, out_dir, "09_timeline.png")
 
 
+# ---------------------------------------------------------------------------------------------
+# 09_vs_cudnn.png and 09_scheduler.png: one run of bench_09, compare_torch.py and bench_09_fp8
+
+SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+PANELS = ((64, False), (128, False), (64, True), (128, True))
+
+
+def _results(name):
+    with open(os.path.join(REPO, "docs", "results", name)) as f:
+        return json.load(f)
+
+
+def _ladder_rows():
+    """{(rung, N, head_dim, causal): TFLOP/s} from ladder09_sched_n*_h100.json."""
+    rows = {}
+    for n in SEQS:
+        for r in _results(f"ladder09_sched_n{n}_h100.json")["rows"]:
+            if r["status"] == "ok":
+                rows[(r["rung"], r["seq"], r["head_dim"], r["causal"])] = r["tflops"]
+    return rows
+
+
+def _torch_rows():
+    return {(r["kernel"], r["seq_q"], r["head_dim"], r["causal"]): r["tflops"]
+            for r in _results("bench09_sched_h100_torch.json")["results"] if r["status"] == "ok"}
+
+
+def _panels(title, series, caption, name, out_dir):
+    """Four panels (d = 64/128, causal or not) of TFLOP/s against N; series: (label, color,
+    style, {(N, d, causal): TFLOP/s})."""
+    fig, axes = plt.subplots(1, 4, figsize=(13.5, 3.9), sharey=False)
+    for ax, (d, causal) in zip(axes, PANELS):
+        for label, color, style, values in series:
+            xs = [n for n in SEQS if (n, d, causal) in values]
+            ax.plot(xs, [values[(n, d, causal)] for n in xs], style, color=color, label=label,
+                    lw=1.6, ms=4)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(SEQS)
+        ax.set_xticklabels([str(n) for n in SEQS], fontsize=7.5)
+        ax.set_title(f"d = {d}" + (", causal" if causal else ""))
+        ax.set_xlabel("N (16k tokens)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("TFLOP/s")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(series), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title)
+    fig.text(0.5, 0.075, caption, ha="center", fontsize=7.5, color="#555555")
+    fig.tight_layout(rect=(0, 0.12, 1, 0.95))
+    return save_full_colour(fig, out_dir, name)
+
+
+def vs_cudnn(out_dir):
+    """Measured: forward() beside cuDNN, FlashAttention-2 and the FP8 rung, one run."""
+    ladder_rows, torch_rows = _ladder_rows(), _torch_rows()
+    fp8 = {(r["seq"], r["head_dim"], r["causal"]): r["tflops"]
+           for r in _results("fp8_09_h100.json")["rows"] if r["rung"] == "fp8" and r["status"] == "ok"}
+    pick = lambda rows, key: {k[1:]: v for k, v in rows.items() if k[0] == key}  # noqa: E731
+    series = [("module 09 forward()", COLORS["q"], "o-", pick(ladder_rows, "forward")),
+              ("PyTorch cuDNN", COLORS["s"], "s-", pick(torch_rows, "torch_sdpa_cudnn")),
+              ("PyTorch FlashAttention-2", COLORS["muted"], "^-", pick(torch_rows, "torch_sdpa_flash")),
+              ("FP8 rung (e4m3, attention alone)", COLORS["v"], "d--", fp8)]
+    return _panels("Module 09 on the H100, bf16 in and out",
+                   series, "docs/results/ladder09_sched_n*_h100.json, bench09_sched_h100_torch.json, "
+                   "fp8_09_h100.json (one run)", "09_vs_cudnn.png", out_dir)
+
+
+def scheduler(out_dir):
+    """Measured: the scheduler's rungs beside cuDNN, same run as 09_vs_cudnn.png."""
+    ladder_rows, torch_rows = _ladder_rows(), _torch_rows()
+    pick = lambda rows, key: {k[1:]: v for k, v in rows.items() if k[0] == key}  # noqa: E731
+    series = [("early_q (round robin)", COLORS["muted"], "o-", pick(ladder_rows, "early_q")),
+              ("dynamic, heads first", COLORS["k"], "^-", pick(ladder_rows, "dynamic")),
+              ("dynamic, query blocks first", COLORS["q"], "s-", pick(ladder_rows, "dynamic_qblocks")),
+              ("dynamic_qblocks_2wg (d=64: 2 consumers; d=128: O in Q's rows)", COLORS["o"], "d-",
+               pick(ladder_rows, "dynamic_qblocks_2wg")),
+              ("PyTorch cuDNN", COLORS["s"], "x--", pick(torch_rows, "torch_sdpa_cudnn"))]
+    return _panels("Persistent grids on the H100: who takes the next work tile, in which order",
+                   series, "bench_09 --rungs early_q,dynamic,dynamic_qblocks,dynamic_qblocks_2wg: "
+                   "docs/results/ladder09_sched_n*_h100.json, bench09_sched_h100_torch.json",
+                   "09_scheduler.png", out_dir)
+
+
 def make(out_dir):
-    return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir), timeline(out_dir)]
+    return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir), timeline(out_dir),
+            vs_cudnn(out_dir), scheduler(out_dir)]
 
 
 if __name__ == "__main__":
