@@ -109,7 +109,7 @@ struct Config {
   static constexpr int kBarriers = 3 + 4 * kStages;
   static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;  // the gave-up word
   // kDynamic: the work tile of each Q fill, two words (by the fill's parity), written by the
-  // producer before it announces the fill on q_full.
+  // producer before its arrive on work_full (SharedPlan::set_work).
   static constexpr uint32_t kWorkOffset = kFlagOffset + 8;
   static constexpr uint32_t kSharedBytes = kWorkOffset + 8 + 1024;  // + alignment slack
   static_assert(kBlockN * kRowBytes % 1024 == 0, "every panel must start on a 1024-byte boundary");
@@ -762,8 +762,9 @@ inline Status check_device_and_build() {
 
 // The dynamic scheduler's two counters (KernelArgs::work_counter), zeroed once; every launch
 // leaves them at zero again (its last block resets them), so launches that use them must run
-// one after another (one stream), as the course's programs do. After a launch whose barrier
-// wait gave up they are zeroed again from the host.
+// one after another (one stream), as the course's programs do. A launch whose barrier wait
+// gave up resets them too (every producer still counts itself out); the host zeroes them
+// once more before the next dynamic launch after such a report.
 inline int* work_counter_buffer() {
   static int* buffer = [] {
     int* b = nullptr;
