@@ -17,7 +17,7 @@ python3 scripts/figures_09.py [out_dir].
                      N = 512 ... 16384, one run (ladder09_sched_*, bench09_sched_h100_torch,
                      fp8_09_h100.json)
   09_scheduler.png   measured: the persistent-grid rungs (round robin, dynamic scheduler,
-                     work-tile order) beside cuDNN, same run
+                     work-tile order) beside cuDNN, causal shapes, same run
 """
 import json
 import os
@@ -504,11 +504,12 @@ def _torch_rows():
             for r in _results("bench09_sched_h100_torch.json")["results"] if r["status"] == "ok"}
 
 
-def _panels(title, series, caption, name, out_dir):
-    """Four panels (d = 64/128, causal or not) of TFLOP/s against N; series: (label, color,
+def _panels(title, series, caption, name, out_dir, panels=PANELS, figsize=(13.5, 3.9),
+            ncol=None):
+    """One panel per (d, causal) of `panels`, TFLOP/s against N; series: (label, color,
     style, {(N, d, causal): TFLOP/s})."""
-    fig, axes = plt.subplots(1, 4, figsize=(13.5, 3.9), sharey=False)
-    for ax, (d, causal) in zip(axes, PANELS):
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=False)
+    for ax, (d, causal) in zip(axes, panels):
         for label, color, style, values in series:
             xs = [n for n in SEQS if (n, d, causal) in values]
             ax.plot(xs, [values[(n, d, causal)] for n in xs], style, color=color, label=label,
@@ -521,11 +522,16 @@ def _panels(title, series, caption, name, out_dir):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("TFLOP/s")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(series), frameon=False,
+    ncol = ncol or len(series)
+    rows = -(-len(series) // ncol)  # legend rows below the panels
+    # Room below the panels for the legend and the caption: the same inches at any height.
+    bottom = (0.12 + 0.06 * (rows - 1)) * 3.9 / figsize[1]
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False,
                bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title)
-    fig.text(0.5, 0.075, caption, ha="center", fontsize=7.5, color="#555555")
-    fig.tight_layout(rect=(0, 0.12, 1, 0.95))
+    fig.text(0.5, bottom - 0.045 * 3.9 / figsize[1], caption, ha="center", fontsize=7.5,
+             color="#555555")
+    fig.tight_layout(rect=(0, bottom, 1, 0.95))
     return save_full_colour(fig, out_dir, name)
 
 
@@ -545,7 +551,8 @@ def vs_cudnn(out_dir):
 
 
 def scheduler(out_dir):
-    """Measured: the scheduler's rungs beside cuDNN, same run as 09_vs_cudnn.png."""
+    """Measured: the scheduler's rungs beside cuDNN on the causal shapes, same run as
+    09_vs_cudnn.png."""
     ladder_rows, torch_rows = _ladder_rows(), _torch_rows()
     pick = lambda rows, key: {k[1:]: v for k, v in rows.items() if k[0] == key}  # noqa: E731
     series = [("early_q (round robin)", COLORS["muted"], "o-", pick(ladder_rows, "early_q")),
@@ -554,10 +561,12 @@ def scheduler(out_dir):
               ("dynamic_qblocks_2wg (d=64: 2 consumers; d=128: O in Q's rows)", COLORS["o"], "d-",
                pick(ladder_rows, "dynamic_qblocks_2wg")),
               ("PyTorch cuDNN", COLORS["s"], "x--", pick(torch_rows, "torch_sdpa_cudnn"))]
-    return _panels("Persistent grids on the H100: who takes the next work tile, in which order",
+    return _panels("Causal attention, persistent grids on the H100: who takes the next work tile, "
+                   "in which order",
                    series, "bench_09 --rungs early_q,dynamic,dynamic_qblocks,dynamic_qblocks_2wg: "
-                   "docs/results/ladder09_sched_n*_h100.json, bench09_sched_h100_torch.json",
-                   "09_scheduler.png", out_dir)
+                   "docs/results/ladder09_sched_n*_h100.json, bench09_sched_h100_torch.json "
+                   "(one run)", "09_scheduler.png", out_dir, panels=((64, True), (128, True)),
+                   figsize=(10.5, 4.9), ncol=3)
 
 
 def make(out_dir):
