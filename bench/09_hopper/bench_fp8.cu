@@ -82,11 +82,8 @@ using NoScale128 = m09::fp8::Fp8Config<128, 128, 2, 3, false, 0>;
 
 Status fp8_with_quantize(const Problem& p, const void* q, const void* k, const void* v, void* o,
                          cudaStream_t stream) {
-  Status s = Status::ok();
-  const m09::fp8::Fp8Tensors t = workspace_tensors(p, s);
-  if (!s) return s;
-  if (Status st = m09::fp8::quantize(p, q, k, v, t, stream); !st) return st;
-  return m09::fp8::attention(p, t, o, stream);
+  if (Status s = g_workspace.reserve(m09::fp8::workspace_plan(p).total); !s) return s;
+  return m09::fp8::forward(p, q, k, v, o, g_workspace.ptr, stream);
 }
 
 Status fp8_no_pscale(const Problem& p, const void* q, const void* k, const void* v, void* o,

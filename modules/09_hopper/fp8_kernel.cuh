@@ -636,21 +636,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 inline Status make_fp8_tensor_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4],
                                   const uint64_t (&strides)[3], const uint32_t (&box)[4],
                                   CUtensorMapSwizzle swizzle, const char* name) {
-  EncodeTiledFn encode = encode_tiled_function();
-  if (!encode)
-    return Status::error("module 09: the CUDA driver does not provide cuTensorMapEncodeTiled "
-                         "(TMA needs a driver for CUDA 12 or newer)");
   const cuuint64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
   const cuuint64_t s[3] = {strides[0], strides[1], strides[2]};
   const cuuint32_t b[4] = {box[0], box[1], box[2], box[3]};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), d, s,
-                            b, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(std::string("module 09 FP8: cuTensorMapEncodeTiled refused the ") + name +
-                         " tensor (error " + std::to_string(static_cast<int>(r)) + ")");
-  return Status::ok();
+  return encode_tensor_map_4d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, d, s, b, swizzle, name);
 }
 
 template <class C, bool kBf16, bool kCausal>

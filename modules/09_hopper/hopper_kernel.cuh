@@ -677,32 +677,41 @@ inline EncodeTiledFn encode_tiled_function() {
   return fn;
 }
 
-// A 4-D map over (head_dim, seq, heads, batch) with the tensor's own strides, read in boxes of
-// 64 columns x `box_rows` rows, written to shared memory in the 128-byte swizzle. Rows past
-// `seq` read as zeros and are never written.
-inline Status make_tensor_map(CUtensorMap* map, DType dtype, const void* base, int head_dim,
-                              int seq, int heads, int batch, const Strides& s, int box_rows,
-                              const char* name) {
+// A 4-D tensor map: dims and the box innermost first, the three outer strides in bytes; rows
+// past a dim read as zeros and are never written. Every map of the module (16-bit here, the
+// FP8 rung's 8-bit ones in fp8_kernel.cuh) is made by this one call.
+inline Status encode_tensor_map_4d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
+                                   const cuuint64_t (&dims)[4], const cuuint64_t (&byte_strides)[3],
+                                   const cuuint32_t (&box)[4], CUtensorMapSwizzle swizzle,
+                                   const char* name) {
   EncodeTiledFn encode = encode_tiled_function();
   if (!encode)
     return Status::error("module 09: the CUDA driver does not provide cuTensorMapEncodeTiled "
                          "(TMA needs a driver for CUDA 12 or newer)");
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, type, 4, const_cast<void*>(base), dims, byte_strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(std::string("module 09: cuTensorMapEncodeTiled refused the ") + name +
+                         " tensor (error " + std::to_string(static_cast<int>(r)) + ")");
+  return Status::ok();
+}
+
+// A 4-D map over (head_dim, seq, heads, batch) with the tensor's own strides, read in boxes of
+// 64 columns x `box_rows` rows, written to shared memory in the 128-byte swizzle.
+inline Status make_tensor_map(CUtensorMap* map, DType dtype, const void* base, int head_dim,
+                              int seq, int heads, int batch, const Strides& s, int box_rows,
+                              const char* name) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.seq) * 2,
                                  static_cast<cuuint64_t>(s.head) * 2,
                                  static_cast<cuuint64_t>(s.batch) * 2};
   const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(
+  return encode_tensor_map_4d(
       map, dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      4, const_cast<void*>(base), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(std::string("module 09: cuTensorMapEncodeTiled refused the ") + name +
-                         " tensor (error " + std::to_string(static_cast<int>(r)) + ")");
-  return Status::ok();
+      base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, name);
 }
 
 // TMA reads rows whose start and stride are multiples of 16 bytes.
