@@ -471,7 +471,6 @@ __device__ __forceinline__ void fp8_consumer_work_tile(const TensorMaps& maps, c
     plan.wait(q_full, 0, q_phase);
     if (lane == 0) plan.arrive(q_empty, 0);
   } else {
-    if (C::kSchedule == Schedule::pingpong && consumer == C::kConsumers - 1) pass_turn<C>(consumer);
     plan.wait(q_full, 0, q_phase);
     {
       const RingPosition ring(first_kv, C::kStages);
@@ -513,7 +512,7 @@ __device__ __forceinline__ void fp8_consumer_work_tile(const TensorMaps& maps, c
       wait(v_full, ring);
       wait_for_turn<C>(consumer);
       issue_pv<C>(o, p, plan.v(ring.slot));
-      if (consumer != C::kConsumers - 1) pass_turn<C>(consumer);
+      pass_turn<C>(consumer);
       wgmma_wait<0>();
       fence_registers(o);
       release(v_empty, ring);
@@ -613,6 +612,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     registers_claim<C::kConsumerRegisters>();
     const float scale_log2 = a.scale_log2 * scales[0] * scales[1];
     const float v_scale = scales[2];
+    first_turn<C>(warpgroup - 1);  // the ring of turns (hopper_kernel.cuh)
     int kv_count = 0;
     uint32_t fill = 0;
     for (int work = blockIdx.x; work < a.work_tiles; work += gridDim.x, ++fill) {
@@ -624,6 +624,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                 v_scale);
       kv_count += tiles;
     }
+    if (!plan.gave_up()) last_turn<C>(warpgroup - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_read();
   }
 #endif

@@ -91,6 +91,11 @@ struct Config {
   // static round robin instead gives each block a fixed share, however long its tiles are.
   static constexpr bool kDynamic = kDynamic_;
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler feeds a persistent grid");
+  // A tile whose right half no row of a consumer may see (past its causal diagonal or past
+  // seq_k) skips that half's exponentials. Measured (bench_09, both ways in one run): 1-3%
+  // faster at d = 128, but 3-5% slower at d = 64, where the second copy of the softmax that
+  // the skip needs costs the three consumers (160 registers each) more than it saves.
+  static constexpr bool kSkipHiddenHalf = kHeadDim >= 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanelCols = 64;                 // 64 16-bit values = one 128-byte row
   static constexpr int kPanels = kHeadDim / kPanelCols;
@@ -269,17 +274,25 @@ __device__ inline uint32_t pack_pair(float lo, float hi) {
 
 // Sets the scores of keys this thread's rows may not see to -inf: keys past seq_k (the last
 // tile is zero-filled by TMA, and a zero score is not "no key"), and with kCausal the keys
-// after the diagonal.
+// after the diagonal. Register i holds key key0 + 2*(lane%4) + 8*(i/4) + i%2: the last part is
+// a constant once the loop is unrolled, so each row gets one bound (the last visible key,
+// counted from this thread's first column) and each score costs one compare and one select.
+// (This matters at d = 64, where the softmax and not the tensor cores sets the pace.)
 template <int kN, bool kCausal>
 __device__ inline void mask_scores(float (&s)[kN / 2], const KernelArgs& a, int row0, int key0,
                                    int lane) {
+  const int thread_key0 = key0 + 2 * (lane % 4);
+  int last_visible[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int last = a.seq_k - 1;
+    if (kCausal) last = min(last, row0 + 8 * r + (a.seq_k - a.seq_q));
+    last_visible[r] = last - thread_key0;
+  }
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) {
-    const int row = row0 + 8 * ((i % 4) / 2);
-    const int key = key0 + 8 * (i / 4) + 2 * (lane % 4) + (i % 2);
-    bool hidden = key >= a.seq_k;
-    if (kCausal) hidden = hidden || key > row + (a.seq_k - a.seq_q);
-    if (hidden) s[i] = -INFINITY;
+    const int column = 8 * (i / 4) + (i % 2);  // a compile-time constant
+    if (column > last_visible[(i % 4) / 2]) s[i] = -INFINITY;
   }
 }
 
@@ -290,13 +303,20 @@ __device__ inline void mask_scores(float (&s)[kN / 2], const KernelArgs& a, int 
 //   rescale_and_pack:     O *= that factor, and P packed to 16 bits as wgmma's A fragments (the
 //                         accumulator layout of two adjacent 8-column blocks IS the A layout of
 //                         one k16 step, so P never leaves the registers).
-template <int kN>
+//
+// kLive: only the first kLive columns can hold a visible key (the kernel passes kN / 2 when
+// the tile's right half lies past the causal diagonal or past seq_k for all 64 rows of the
+// warpgroup): the rest are set to P = 0 without their exponentials.
+template <int kN, int kLive = kN>
 __device__ inline void softmax_exponentials(float (&s)[kN / 2], float (&row_max)[2],
                                             float (&row_sum)[2], float (&correction)[2],
                                             float scale_log2) {
+  static_assert(kLive % 8 == 0 && kLive <= kN, "whole 8-column blocks");
+  constexpr int kLiveRegisters = kLive / 2;  // registers 0 .. kLive/2 - 1 hold columns < kLive
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], s[i]);
+  for (int i = 0; i < kLiveRegisters; ++i)
+    tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], s[i]);
   float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -309,10 +329,12 @@ __device__ inline void softmax_exponentials(float (&s)[kN / 2], float (&row_max)
     row_sum[r] *= correction[r];
   }
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) {
+  for (int i = 0; i < kLiveRegisters; ++i) {
     s[i] = device::fast_exp2(fmaf(s[i], scale_log2, -base[(i % 4) / 2]));
     row_sum[(i % 4) / 2] += s[i];  // this thread's part; the quad's parts are added at the end
   }
+#pragma unroll
+  for (int i = kLiveRegisters; i < kN / 2; ++i) s[i] = 0.0f;
 }
 
 template <int kN, int kD, bool kBf16>
@@ -329,7 +351,12 @@ __device__ inline void rescale_and_pack(const float (&s)[kN / 2], float (&o)[kD 
 
 // Ping-pong: consumer c may issue its products once barrier kTurnBarrier + c has been reached
 // by its own 128 threads (bar.sync) and the 128 of the consumer before it (bar.arrive, after
-// that one issued). The turn passes in a ring 0 -> 1 -> ... -> 0.
+// that one issued). The turn passes in a ring 0 -> 1 -> ... -> 0, and the ring runs on from
+// one work tile to the next: every consumer of a block has the same issue phases (the same
+// K/V tiles plus one), so consumer 0 may start the next work tile as soon as the last consumer
+// has issued its last P V, instead of after its output store. The last consumer hands the
+// first its first turn when the block starts (first_turn), and consumer 0 takes the last
+// consumer's final pass when the block ends (last_turn), so no arrival is left over.
 constexpr int kTurnBarrier = 4;  // named barriers 4, 5, 6 (1..3 are the output stores')
 
 template <class C>
@@ -341,6 +368,14 @@ __device__ inline void pass_turn(int consumer) {
   if constexpr (C::kSchedule == Schedule::pingpong)
     asm volatile("bar.arrive %0, 256;" ::"r"(kTurnBarrier + (consumer + 1) % C::kConsumers)
                  : "memory");
+}
+template <class C>
+__device__ inline void first_turn(int consumer) {
+  if (consumer == C::kConsumers - 1) pass_turn<C>(consumer);
+}
+template <class C>
+__device__ inline void last_turn(int consumer) {
+  if (consumer == 0) wait_for_turn<C>(consumer);
 }
 
 // Writes this warpgroup's normalised O rows into its 64 rows of the Q tile (Q is no longer
@@ -391,17 +426,30 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};
 
-  // Masks only where needed: tiles that reach past seq_k or cross this warpgroup's diagonal.
-  auto mask_if_needed = [&](float (&s)[C::kBlockN / 2], int tile) {
+  float s[C::kBlockN / 2];
+  uint32_t p[C::kBlockN / 16][4];
+  float correction[2];
+
+  // The scores of K/V tile `tile` to probabilities: masked only where needed (tiles that reach
+  // past seq_k or cross this warpgroup's diagonal), then the online softmax. The last key any
+  // of the 64 rows may see is `last_key`; when the tile's right half lies beyond it (the far
+  // side of the diagonal: half of the diagonal tile of the first consumer, whose rows end
+  // halfway along it), that half's exponentials are skipped. The softmax sets the pace at
+  // d = 64, so this shows on short causal sequences, where diagonal tiles are a large share.
+  const int last_key = kCausal ? min(a.seq_k - 1, first_row + C::kRowsPerConsumer - 1 +
+                                                      (a.seq_k - a.seq_q))
+                               : a.seq_k - 1;
+  auto softmax_of_tile = [&](int tile) {  // on s, in place
     const int key0 = tile * C::kBlockN;
     const bool tail = key0 + C::kBlockN > a.seq_k;
     const bool diagonal = kCausal && key0 + C::kBlockN - 1 > first_row + (a.seq_k - a.seq_q);
     if (tail || diagonal) mask_scores<C::kBlockN, kCausal>(s, a, row0, key0, lane);
+    if (C::kSkipHiddenHalf && key0 + C::kBlockN / 2 > last_key)  // the same for the whole warpgroup
+      softmax_exponentials<C::kBlockN, C::kBlockN / 2>(s, row_max, row_sum, correction,
+                                                       a.scale_log2);
+    else
+      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
   };
-
-  float s[C::kBlockN / 2];
-  uint32_t p[C::kBlockN / 16][4];
-  float correction[2];
 
   if constexpr (C::kSchedule == Schedule::serial) {
     Steps::wait_q(plan, q_phase);
@@ -415,8 +463,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, ring, lane);
       release_q_if_last(j);
-      mask_if_needed(s, j);
-      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      softmax_of_tile(j);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
       stamp<C>(a, consumer, j, softmax_done);
       Steps::wait_v(plan, ring);
@@ -433,9 +480,8 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   } else {
     // The first tile's scores and softmax on their own; then each step issues S for tile j+1
     // and O += P V for tile j back to back, and computes the softmax of j+1 while P V runs.
-    // With ping-pong the consumers' issue phases take turns; the last consumer hands the
-    // first its first turn.
-    if (C::kSchedule == Schedule::pingpong && consumer == C::kConsumers - 1) pass_turn<C>(consumer);
+    // With ping-pong the consumers' issue phases take turns (the ring of turns runs on from
+    // the last work tile: first_turn, last_turn).
     Steps::wait_q(plan, q_phase);
     {
       const RingPosition ring(first_kv, C::kStages);
@@ -447,8 +493,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       fence_registers(s);
       Steps::release_k(plan, ring, lane);
       release_q_if_last(0);
-      mask_if_needed(s, 0);
-      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      softmax_of_tile(0);
       rescale_and_pack<C::kBlockN, C::kHeadDim, kBf16>(s, o, correction, p);
     }
     // The steady state: every step commits two groups (S of tile j+1, then P V of tile j), so
@@ -469,8 +514,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       stamp<C>(a, consumer, j, s_ready);
       Steps::release_k(plan, next, lane);
       release_q_if_last(j + 1);
-      mask_if_needed(s, j + 1);
-      softmax_exponentials<C::kBlockN>(s, row_max, row_sum, correction, a.scale_log2);
+      softmax_of_tile(j + 1);
       stamp<C>(a, consumer, j, softmax_done);
       wgmma_wait<0>();  // O += P V of tile j is done: O and P may change now
       fence_registers(o);
@@ -483,8 +527,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       Steps::wait_v(plan, ring);
       wait_for_turn<C>(consumer);
       Steps::template issue_pv<C, kBf16>(o, p, plan.v(ring.slot));
-      // The last consumer's last turn has no one left to pass to.
-      if (consumer != C::kConsumers - 1) pass_turn<C>(consumer);
+      pass_turn<C>(consumer);
       wgmma_wait<0>();
       fence_registers(o);
       Steps::release_v(plan, ring, lane);
@@ -624,6 +667,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   } else {
     registers_claim<C::kConsumerRegisters>();
+    first_turn<C>(warpgroup - 1);
     int kv_count = 0;
     uint32_t fill = 0;
     for (int work = blockIdx.x;; work += gridDim.x, ++fill) {
@@ -644,6 +688,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                    batch, tiles, kv_count, fill & 1);
       kv_count += tiles;
     }
+    // (A block whose wait gave up stops where it is: the turns may not add up then.)
+    if (!plan.gave_up()) last_turn<C>(warpgroup - 1);
     // Shared memory must outlive the last output copy's reads.
     if (C::kSeparateO && threadIdx.x % 128 == 0) tma_store_wait_read();
   }
@@ -894,11 +940,13 @@ Status launch_with(const Problem& p, const void* q, const void* k, const void* v
 // a 192-row block wastes up to a third of its products on the far side of the diagonal, and
 // at these lengths the diagonal is most of the work.
 //
-// d = 128: 192-key tiles (fewer barrier round trips and O rescales per key), one block per
-// work tile, query blocks first. Shorter keys make the start of each work tile show, so
-// without the mask up to kShortKeys, and with it up to kShortCausalKeys, a persistent grid
-// with O in its own tile and 128-key tiles (its shared memory has no room for 192) takes
-// over; with the mask, the dynamic scheduler (a block that drew short tiles draws more).
+// d = 128: without the mask and up to kShortKeys, 128-key tiles with a persistent grid and O
+// in its own tile (the start of each work tile shows at these lengths, and this configuration
+// overlaps it best); up to kMidKeys, and with the mask beyond kShortCausalKeys, 160-key tiles
+// with the dynamic scheduler, the widest that fit beside the separate O tile; beyond kMidKeys
+// without the mask, 192-key tiles (fewer barrier round trips and O rescales per key) and one
+// block per work tile, query blocks first. With the mask up to kShortCausalKeys, 128-key tiles
+// with the dynamic scheduler (a block that drew short tiles draws more).
 constexpr bool kPersistentGrid = true, kBlockPerTile = false;
 constexpr bool kQueryBlocksFirst = false, kNoTimeline = false, kSeparateO = true,
                kDynamicTiles = true;
@@ -913,7 +961,10 @@ using Production128Short = Config<128, 128, 2, Schedule::pingpong, 2, kPersisten
 using Production128ShortCausal = Config<128, 128, 2, Schedule::pingpong, 2, kPersistentGrid,
                                         kQueryBlocksFirst, kNoTimeline, kSeparateO,
                                         kDynamicTiles>;
-constexpr int kShortCausalKeys64 = 1024, kShortKeys = 2048, kShortCausalKeys = 4096;
+using Production128Wide = Config<128, 160, 2, Schedule::pingpong, 2, kPersistentGrid,
+                                 kQueryBlocksFirst, kNoTimeline, kSeparateO, kDynamicTiles>;
+constexpr int kShortCausalKeys64 = 1024, kShortKeys = 1024, kMidKeys = 4096,
+              kShortCausalKeys = 2048;
 
 // forward() of exercise and solution.
 template <class Steps>
@@ -926,13 +977,16 @@ Status launch(const Problem& p, const void* q, const void* k, const void* v, voi
                ? launch_dtype<Steps, Production64ShortCausal, true>(p, q, k, v, o, stream)
                : launch_dtype<Steps, Production64, true>(p, q, k, v, o, stream);
   }
-  if (!p.causal)
-    return p.seq_k <= kShortKeys
-               ? launch_dtype<Steps, Production128Short, false>(p, q, k, v, o, stream)
+  if (!p.causal) {
+    if (p.seq_k <= kShortKeys)
+      return launch_dtype<Steps, Production128Short, false>(p, q, k, v, o, stream);
+    return p.seq_k <= kMidKeys
+               ? launch_dtype<Steps, Production128Wide, false>(p, q, k, v, o, stream)
                : launch_dtype<Steps, Production128, false>(p, q, k, v, o, stream);
+  }
   return p.seq_k <= kShortCausalKeys
              ? launch_dtype<Steps, Production128ShortCausal, true>(p, q, k, v, o, stream)
-             : launch_dtype<Steps, Production128, true>(p, q, k, v, o, stream);
+             : launch_dtype<Steps, Production128Wide, true>(p, q, k, v, o, stream);
 }
 
 }  // namespace attn::m09
