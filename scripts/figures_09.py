@@ -14,8 +14,8 @@ python3 scripts/figures_09.py [out_dir].
                      and waits for P V, serial against ping-pong
                      (docs/results/timeline09_h100.json, bench_09 --timeline)
   09_vs_cudnn.png    measured: forward() beside cuDNN, FlashAttention-2 and the FP8 rung,
-                     N = 512 ... 16384, one run (ladder09_final_*, bench09_final_h100_torch,
-                     fp8_09_final_h100.json)
+                     N = 512 ... 16384, one run (ladder09_lazy_*, bench09_lazy_h100_torch;
+                     the FP8 rung from the run before, fp8_09_final_h100.json)
   09_scheduler.png   measured: the persistent-grid rungs (round robin, dynamic scheduler,
                      work-tile order) beside cuDNN, causal shapes, same run
 """
@@ -490,10 +490,10 @@ def _results(name):
 
 
 def _ladder_rows():
-    """{(rung, N, head_dim, causal): TFLOP/s} from ladder09_final_n*_h100.json."""
+    """{(rung, N, head_dim, causal): TFLOP/s} from ladder09_lazy_n*_h100.json."""
     rows = {}
     for n in SEQS:
-        for r in _results(f"ladder09_final_n{n}_h100.json")["rows"]:
+        for r in _results(f"ladder09_lazy_n{n}_h100.json")["rows"]:
             if r["status"] == "ok":
                 rows[(r["rung"], r["seq"], r["head_dim"], r["causal"])] = r["tflops"]
     return rows
@@ -501,7 +501,7 @@ def _ladder_rows():
 
 def _torch_rows():
     return {(r["kernel"], r["seq_q"], r["head_dim"], r["causal"]): r["tflops"]
-            for r in _results("bench09_final_h100_torch.json")["results"] if r["status"] == "ok"}
+            for r in _results("bench09_lazy_h100_torch.json")["results"] if r["status"] == "ok"}
 
 
 def _panels(title, series, caption, name, out_dir, panels=PANELS, figsize=(13.5, 3.9),
@@ -546,8 +546,8 @@ def vs_cudnn(out_dir):
               ("PyTorch FlashAttention-2", COLORS["muted"], "^-", pick(torch_rows, "torch_sdpa_flash")),
               ("FP8 rung (e4m3, attention alone)", COLORS["v"], "d--", fp8)]
     return _panels("Module 09 on the H100, bf16 in and out",
-                   series, "docs/results/ladder09_final_n*_h100.json, bench09_final_h100_torch.json, "
-                   "fp8_09_final_h100.json (one run)", "09_vs_cudnn.png", out_dir)
+                   series, "docs/results/ladder09_lazy_n*_h100.json, bench09_lazy_h100_torch.json (one run); "
+                   "FP8: fp8_09_final_h100.json (the run before)", "09_vs_cudnn.png", out_dir)
 
 
 def scheduler(out_dir):
@@ -564,7 +564,7 @@ def scheduler(out_dir):
     return _panels("Causal attention, persistent grids on the H100: who takes the next work tile, "
                    "in which order",
                    series, "bench_09 --rungs early_q,dynamic,dynamic_qblocks,dynamic_qblocks_2wg: "
-                   "docs/results/ladder09_final_n*_h100.json, bench09_final_h100_torch.json "
+                   "docs/results/ladder09_lazy_n*_h100.json, bench09_lazy_h100_torch.json "
                    "(one run)", "09_scheduler.png", out_dir, panels=((64, True), (128, True)),
                    figsize=(10.5, 4.9), ncol=3)
 
