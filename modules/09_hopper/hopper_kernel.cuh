@@ -93,8 +93,8 @@ struct Config {
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler feeds a persistent grid");
   // A tile whose right half no row of a consumer may see (past its causal diagonal or past
   // seq_k) skips that half's exponentials. Measured (bench_09, both ways in one run): 1-3%
-  // faster at d = 128, but 3-5% slower at d = 64, where the second copy of the softmax that
-  // the skip needs costs the three consumers (160 registers each) more than it saves.
+  // faster at d = 128, but 3-5% slower at d = 64 even where no half is hidden (most likely
+  // the second copy of the softmax the skip needs, in consumers held to 160 registers).
   static constexpr bool kSkipHiddenHalf = kHeadDim >= 128;
   // Lazy rescaling (softmax_exponentials): the running maximum moves only when a tile's
   // exceeds it by more than 2^8, so most tiles skip O *= correction. Measured the same way:
