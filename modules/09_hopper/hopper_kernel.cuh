@@ -459,8 +459,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   // past seq_k or cross this warpgroup's diagonal), then the online softmax. The last key any
   // of the 64 rows may see is `last_key`; when the tile's right half lies beyond it (the far
   // side of the diagonal: half of the diagonal tile of the first consumer, whose rows end
-  // halfway along it), that half's exponentials are skipped. The softmax sets the pace at
-  // d = 64, so this shows on short causal sequences, where diagonal tiles are a large share.
+  // halfway along it), that half's exponentials are skipped (Config::kSkipHiddenHalf).
   const int last_key = kCausal ? min(a.seq_k - 1, first_row + C::kRowsPerConsumer - 1 +
                                                       (a.seq_k - a.seq_q))
                                : a.seq_k - 1;
@@ -469,7 +468,8 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
     const bool tail = key0 + C::kBlockN > a.seq_k;
     const bool diagonal = kCausal && key0 + C::kBlockN - 1 > first_row + (a.seq_k - a.seq_q);
     if (tail || diagonal) mask_scores<C::kBlockN, kCausal>(s, a, row0, key0, lane);
-    if (C::kSkipHiddenHalf && key0 + C::kBlockN / 2 > last_key)  // the same for the whole warpgroup
+    // The condition is the same for the whole warpgroup: no divergence.
+    if (C::kSkipHiddenHalf && key0 + C::kBlockN / 2 > last_key)
       softmax_exponentials<C::kBlockN, C::kLazyRescale, C::kBlockN / 2>(
           s, row_max, row_sum, correction, a.scale_log2);
     else
