@@ -482,6 +482,12 @@ def timeline(out_dir, first_step=16, steps=6):
 
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 PANELS = ((64, False), (128, False), (64, True), (128, True))
+# The measured run the two figures draw: bench_09 per N and compare_torch.py, one machine, one
+# call; the FP8 rung from its own run.
+LADDER = "ladder09_lazy_n{n}_h100.json"
+TORCH = "bench09_lazy_h100_torch.json"
+FP8 = "fp8_09_final_h100.json"
+SOURCES = f"docs/results/{LADDER.format(n='*')}, {TORCH} (one run)"
 
 
 def _results(name):
@@ -490,10 +496,10 @@ def _results(name):
 
 
 def _ladder_rows():
-    """{(rung, N, head_dim, causal): TFLOP/s} from ladder09_lazy_n*_h100.json."""
+    """{(rung, N, head_dim, causal): TFLOP/s} from LADDER."""
     rows = {}
     for n in SEQS:
-        for r in _results(f"ladder09_lazy_n{n}_h100.json")["rows"]:
+        for r in _results(LADDER.format(n=n))["rows"]:
             if r["status"] == "ok":
                 rows[(r["rung"], r["seq"], r["head_dim"], r["causal"])] = r["tflops"]
     return rows
@@ -501,7 +507,7 @@ def _ladder_rows():
 
 def _torch_rows():
     return {(r["kernel"], r["seq_q"], r["head_dim"], r["causal"]): r["tflops"]
-            for r in _results("bench09_lazy_h100_torch.json")["results"] if r["status"] == "ok"}
+            for r in _results(TORCH)["results"] if r["status"] == "ok"}
 
 
 def _panels(title, series, caption, name, out_dir, panels=PANELS, figsize=(13.5, 3.9),
@@ -539,15 +545,14 @@ def vs_cudnn(out_dir):
     """Measured: forward() beside cuDNN, FlashAttention-2 and the FP8 rung, one run."""
     ladder_rows, torch_rows = _ladder_rows(), _torch_rows()
     fp8 = {(r["seq"], r["head_dim"], r["causal"]): r["tflops"]
-           for r in _results("fp8_09_final_h100.json")["rows"] if r["rung"] == "fp8" and r["status"] == "ok"}
+           for r in _results(FP8)["rows"] if r["rung"] == "fp8" and r["status"] == "ok"}
     pick = lambda rows, key: {k[1:]: v for k, v in rows.items() if k[0] == key}  # noqa: E731
     series = [("module 09 forward()", COLORS["q"], "o-", pick(ladder_rows, "forward")),
               ("PyTorch cuDNN", COLORS["s"], "s-", pick(torch_rows, "torch_sdpa_cudnn")),
               ("PyTorch FlashAttention-2", COLORS["muted"], "^-", pick(torch_rows, "torch_sdpa_flash")),
               ("FP8 rung (e4m3, attention alone)", COLORS["v"], "d--", fp8)]
     return _panels("Module 09 on the H100, bf16 in and out",
-                   series, "docs/results/ladder09_lazy_n*_h100.json, bench09_lazy_h100_torch.json (one run); "
-                   "FP8: fp8_09_final_h100.json (the run before)", "09_vs_cudnn.png", out_dir)
+                   series, f"{SOURCES}; FP8: {FP8} (the run before)", "09_vs_cudnn.png", out_dir)
 
 
 def scheduler(out_dir):
@@ -564,8 +569,7 @@ def scheduler(out_dir):
     return _panels("Causal attention, persistent grids on the H100: who takes the next work tile, "
                    "in which order",
                    series, "bench_09 --rungs early_q,dynamic,dynamic_qblocks,dynamic_qblocks_2wg: "
-                   "docs/results/ladder09_lazy_n*_h100.json, bench09_lazy_h100_torch.json "
-                   "(one run)", "09_scheduler.png", out_dir, panels=((64, True), (128, True)),
+                   + SOURCES, "09_scheduler.png", out_dir, panels=((64, True), (128, True)),
                    figsize=(10.5, 4.9), ncol=3)
 
 
