@@ -9,7 +9,13 @@ reading 256 MiB (a read leaves no dirty lines to write back during the timed run
 is the median of event-timed runs after warm-up. GB/s counts what a decode must move: K and
 V once (KVH heads), Q and O once -- the same count as bench_10. --layouts bshd times the
 same caches stored token-major ([B, N, KVH, D] seen through strides), the order of a paged
-cache's rows.
+cache's rows. Every backend of a shape reads one allocation of q, k, v; --placements K
+allocates them K times.
+
+--ours build/release/libdecode_capi_10.so also runs module 10's decode (bench/10_decoding/
+decode_capi.cu, through ctypes) on the bshd tensors the backends read: as pages of
+--page-size tokens in order (the same bytes at the same addresses; its output is checked
+against each backend's) and shuffled (the paged case).
 
     python3 scripts/compare_torch_decode.py --layouts bhsd,bshd --out docs/results/decode10_torch_h100.json
 
@@ -56,48 +62,139 @@ def median_ms(torch, fn, flush, warmup, iters):
     return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
 
 
-def bench(torch, backend, batch, seq, flush, warmup, iters, layout="bhsd", heads=32, kv_heads=8,
-          dim=128):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
+def cache_tensors(torch, batch, seq, layout, heads=32, kv_heads=8, dim=128):
+    """q [B, H, 1, D] and the K/V caches [B, KVH, N, D] as SDPA takes them. bhsd: each head's
+    rows contiguous; bshd: a token's heads side by side (the order of a paged cache's rows),
+    the same tensor seen through strides."""
     dtype = torch.bfloat16
-    row = {"kernel": f"torch_sdpa_{backend}", "layout": layout, "batch": batch, "heads": heads,
+    q = torch.rand(batch, heads, 1, dim, device="cuda", dtype=dtype) * 2 - 1
+
+    def cache():
+        if layout == "bhsd":
+            return torch.rand(batch, kv_heads, seq, dim, device="cuda", dtype=dtype) * 2 - 1
+        t = torch.rand(batch, seq, kv_heads, dim, device="cuda", dtype=dtype) * 2 - 1
+        return t.transpose(1, 2)
+    return q, cache(), cache()
+
+
+class Ours:
+    """Module 10's decode from bench/'s libdecode_capi_10.so (ctypes), run on the tensors the
+    backends read: a bshd cache is a pool of pages of page_size tokens in order, so ours reads
+    the same bytes at the same addresses; with shuffle the block table visits the same pages in
+    a random order (the paged case: other tokens, so no output check)."""
+
+    def __init__(self, path):
+        import ctypes
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(path)
+        p, i = ctypes.c_void_p, ctypes.c_int
+        self.lib.attn_decode.restype = i
+        self.lib.attn_decode.argtypes = ([p] * 7 + [ctypes.c_size_t] + [i] * 7 +
+                                         [p, ctypes.c_char_p, i])
+        self.lib.attn_decode_workspace_bytes.restype = ctypes.c_size_t
+        self.lib.attn_decode_workspace_bytes.argtypes = [i] * 7
+
+    def prepare(self, torch, q, k, v, page_size, shuffle, seed=1):
+        batch, heads, _, dim = q.shape
+        kv_heads, seq = k.shape[1], k.shape[2]
+        if seq % page_size:
+            raise ValueError(f"seq_k {seq} is not a multiple of the page size {page_size}")
+        per_seq = seq // page_size
+        pages = batch * per_seq
+        order = (torch.randperm(pages, generator=torch.Generator().manual_seed(seed))
+                 if shuffle else torch.arange(pages))
+        table = order.to(torch.int32).view(batch, per_seq).cuda()
+        lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
+        out = torch.empty(batch, 1, heads, dim, device="cuda", dtype=q.dtype)
+        shape = (batch, heads, kv_heads, dim, seq, page_size, 1)
+        work = torch.empty(max(1, self.lib.attn_decode_workspace_bytes(*shape)),
+                           dtype=torch.uint8, device="cuda")
+        error = self.ct.create_string_buffer(512)
+        ptrs = [q.data_ptr(), k.data_ptr(), v.data_ptr(), table.data_ptr(), lens.data_ptr(),
+                out.data_ptr(), work.data_ptr()]
+
+        def call():
+            stream = torch.cuda.current_stream().cuda_stream
+            if self.lib.attn_decode(*ptrs, work.numel(), *shape, stream, error, 512):
+                raise RuntimeError(error.value.decode())
+        call.keep = (table, lens, work)  # alive as long as call is
+        return call, out
+
+
+def time_one(torch, name, layout, batch, seq, placement, call, flush, warmup, iters, heads=32,
+             kv_heads=8, dim=128):
+    row = {"kernel": name, "layout": layout, "batch": batch, "heads": heads,
            "kv_heads": kv_heads, "head_dim": dim, "seq_q": 1, "seq_k": seq, "dtype": "bf16",
-           "status": "ok"}
+           "placement": placement, "status": "ok"}
     row["bytes"] = 2.0 * (2 * batch * kv_heads * seq * dim + 2 * batch * heads * dim)
     try:
-        q = torch.rand(batch, heads, 1, dim, device="cuda", dtype=dtype) * 2 - 1
-        def cache():
-            # bhsd: each head's rows contiguous; bshd: a token's heads side by side (the
-            # layout of a paged cache's rows), the same tensor seen through strides.
-            if layout == "bhsd":
-                return torch.rand(batch, kv_heads, seq, dim, device="cuda", dtype=dtype) * 2 - 1
-            t = torch.rand(batch, seq, kv_heads, dim, device="cuda", dtype=dtype) * 2 - 1
-            return t.transpose(1, 2)
-        k, v = cache(), cache()
-        with sdpa_kernel([getattr(SDPBackend, BACKENDS[backend])]):
-            def call():
-                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-            call()
-            torch.cuda.synchronize()
-            ms = median_ms(torch, call, flush, warmup, iters)
+        call()
+        torch.cuda.synchronize()
+        ms = median_ms(torch, call, flush, warmup, iters)
     except (RuntimeError, torch.cuda.OutOfMemoryError, TypeError) as err:
         row.update(status=f"unsupported: {str(err).splitlines()[0][:160]}", median_ms=0.0,
                    gbs=0.0)
-        torch.cuda.empty_cache()
         return row
     row.update(median_ms=ms, gbs=row["bytes"] / (ms * 1e-3) / 1e9)
-    del q, k, v
-    torch.cuda.empty_cache()
     return row
+
+
+def compare(row, out, outputs):
+    """Relative L2 distance of our output to each backend's (same inputs, bf16 outputs)."""
+    if row["status"] != "ok":
+        return
+    mine = out.float().reshape(out.shape[0], -1)
+    for backend, theirs in outputs.items():
+        ref = theirs.float().reshape(out.shape[0], -1)
+        row[f"rel_l2_vs_{backend}"] = float((mine - ref).norm() / ref.norm())
+
+
+def bench_shape(torch, backends, ours, page_size, batch, seq, layout, placement, flush, warmup,
+                iters):
+    """Every backend (and ours on a bshd cache) on one allocation of q, k, v."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    rows, outputs = [], {}
+    try:
+        q, k, v = cache_tensors(torch, batch, seq, layout)
+    except torch.cuda.OutOfMemoryError as err:
+        return [{"kernel": "allocation", "layout": layout, "batch": batch, "seq_k": seq,
+                 "placement": placement, "median_ms": 0.0, "gbs": 0.0,
+                 "status": f"unsupported: {str(err).splitlines()[0][:160]}"}]
+    for backend in backends:
+        with sdpa_kernel([getattr(SDPBackend, BACKENDS[backend])]):
+            def call():
+                outputs[backend] = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            rows.append(time_one(torch, f"torch_sdpa_{backend}", layout, batch, seq, placement,
+                                 call, flush, warmup, iters))
+    if ours is not None and layout == "bshd":
+        for shuffle in (False, True):
+            call, out = ours.prepare(torch, q, k, v, page_size, shuffle)
+            name = f"ours_page{page_size}_" + ("shuffled" if shuffle else "in_order")
+            row = time_one(torch, name, layout, batch, seq, placement, call, flush, warmup, iters)
+            if not shuffle:
+                compare(row, out, outputs)
+            rows.append(row)
+    del q, k, v, outputs
+    torch.cuda.empty_cache()
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="flash,cudnn")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--shapes", default="",
+                        help="batch:seq_k pairs to time instead of the sweep, e.g. 32:4096,1:32768")
     parser.add_argument("--layouts", default="bhsd",
                         help="bhsd and/or bshd (comma list): the dense caches' memory order")
+    parser.add_argument("--ours", default="",
+                        help="libdecode_capi_10.so: time module 10's decode on the same bshd "
+                             "tensors (pages in order and shuffled)")
+    parser.add_argument("--page-size", type=int, default=16, help="ours: tokens per page")
+    parser.add_argument("--placements", type=int, default=1,
+                        help="allocations of each shape's tensors (the time moves with where "
+                             "the driver puts them)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--out", required=True)
@@ -106,6 +203,21 @@ def main():
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         parser.error(f"unknown backend {', '.join(unknown)} (choose from {', '.join(BACKENDS)})")
+    todo = shapes(args.quick)
+    if args.shapes:
+        try:
+            todo = [tuple(int(x) for x in pair.split(":")) for pair in args.shapes.split(",")]
+        except ValueError:
+            parser.error(f"--shapes takes batch:seq_k pairs such as 32:4096 (got {args.shapes})")
+        if any(len(t) != 2 or min(t) < 1 for t in todo):
+            parser.error(f"--shapes takes positive batch:seq_k pairs (got {args.shapes})")
+    if args.ours:
+        size = args.page_size
+        if size < 1 or size > 1024 or size & (size - 1):
+            parser.error(f"--page-size is a power of two from 1 to 1024 (got {size})")
+        if any(seq % size for _, seq in todo):
+            parser.error(f"--ours reads each dense cache as pages of --page-size {size} tokens: "
+                         "every seq_k must be a multiple of it")
     try:
         import torch
     except ImportError:
@@ -113,15 +225,26 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("compare_torch_decode.py: no CUDA GPU visible to PyTorch")
     flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
+    ours = None
+    if args.ours:
+        try:
+            ours = Ours(args.ours)
+        except OSError as err:
+            sys.exit(f"compare_torch_decode.py: cannot load {args.ours}: {err}")
     rows = []
-    print(f"{'kernel':<20} {'batch':>5} {'seq_k':>7} {'ms':>9} {'GB/s':>8}  status")
+    print(f"{'kernel':<24} {'layout':<6} {'batch':>5} {'seq_k':>7} {'alloc':>5} {'ms':>9} "
+          f"{'GB/s':>8}  status")
     for layout in args.layouts.split(","):
-        for batch, seq in shapes(args.quick):
-            for backend in backends:
-                row = bench(torch, backend, batch, seq, flush, args.warmup, args.iters, layout)
-                rows.append(row)
-                print(f"{row['kernel']:<20} {layout} {batch:>5} {seq:>7} {row['median_ms']:>9.4f} "
-                      f"{row['gbs']:>8.0f}  {row['status']}", flush=True)
+        for batch, seq in todo:
+            for placement in range(args.placements):
+                for row in bench_shape(torch, backends, ours, args.page_size, batch, seq, layout,
+                                       placement, flush, args.warmup, args.iters):
+                    rows.append(row)
+                    checks = " ".join(f"{k[10:]} {v:.1e}" for k, v in row.items()
+                                      if k.startswith("rel_l2_vs_"))
+                    print(f"{row['kernel']:<24} {layout:<6} {batch:>5} {seq:>7} {placement:>5} "
+                          f"{row.get('median_ms', 0):>9.4f} {row.get('gbs', 0):>8.0f}  "
+                          f"{row['status']} {checks}", flush=True)
     doc = {"schema": "attn-decode-torch/1",
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
