@@ -17,7 +17,8 @@ decode_capi.cu, through ctypes) on the bshd tensors the backends read: as pages 
 --page-size tokens in order (the same bytes at the same addresses; its output is checked
 against each backend's) and shuffled (the paged case).
 
-    python3 scripts/compare_torch_decode.py --layouts bhsd,bshd --out docs/results/decode10_torch_h100.json
+    python3 scripts/compare_torch_decode.py --layouts bhsd,bshd \
+        --out docs/results/decode10_torch_h100.json
 
 Shapes: H = 32, KVH = 8, D = 128, bf16; N from 512 to 131072 at B = 32, and B from 1 to 128
 at N = 4096 and 32768 (at most 32 x 131072 cached tokens). --quick: N = 4096, 32768; B = 1, 32.

@@ -12,11 +12,15 @@
 // with no key at all (0, never NaN). The tile classification is checked on its own: a tile
 // with a visible pair marked masked is a wrong answer even where the output happens to pass.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/buffers.h"
+#include "common/compare.h"
+#include "common/half.h"
 #include "common/modifier_runner.h"
 #include "common/modifiers.h"
 #include "modules/12_modifiers/modifier_attention.h"
@@ -247,6 +251,79 @@ TEST_CASE("tile classification on its own: sound, and exact where the corners de
                  << (wrong ? ": a wrong answer (visible pairs skipped, or masked pairs left in)"
                            : ": correct but slow (the tile could be skipped or run unmasked)")
                  << "\n  read " << std::string(kMasks));
+    }
+  }
+}
+
+// The layer around attention (README, section 4): one GEMM from the hidden states to Q, K, V
+// with RoPE in its epilogue. The reference: the product in double on the same 16-bit inputs,
+// then common/modifiers.h's apply_rope (RoPE in double, rounded once to 16 bits, as the fused
+// epilogue rounds once).
+TEST_CASE("QKV projection with RoPE in the GEMM's epilogue") {
+  struct Case {
+    int batch, seq, hidden, heads, head_dim;
+    RopeStyle style;
+  };
+  // Odd token counts (partial 128-row tiles), hidden sizes that are not multiples of the
+  // 64-wide K slice, one and two heads per 128-column tile, both conventions and none.
+  for (const Case c : {Case{3, 17, 72, 3, 64, RopeStyle::interleaved},
+                       Case{2, 65, 136, 2, 128, RopeStyle::half},
+                       Case{1, 1000, 256, 4, 32, RopeStyle::half},
+                       Case{1, 1, 8, 1, 128, RopeStyle::interleaved},
+                       Case{4, 33, 64, 5, 64, RopeStyle::none}}) {
+    if (testing::run_stopped()) return;
+    m12::LayerShape s;
+    s.tokens = c.batch * c.seq, s.seq = c.seq, s.hidden = c.hidden, s.heads = c.heads;
+    s.head_dim = c.head_dim;
+    const int width = c.heads * c.head_dim;
+    INFO("tokens " << s.tokens << " (seq " << c.seq << ") hidden " << c.hidden << " heads "
+                   << c.heads << " head_dim " << c.head_dim << " rope "
+                   << rope_style_name(c.style));
+    std::mt19937 rng(uint32_t(testing::next_seed()));
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    const float w_scale = 1.0f / std::sqrt(float(c.hidden));
+    std::vector<uint16_t> x(size_t(s.tokens) * c.hidden), w(size_t(3) * width * c.hidden);
+    for (auto& e : x) e = to_bits16(unit(rng), s.dtype);
+    for (auto& e : w) e = to_bits16(unit(rng) * w_scale, s.dtype);
+
+    // Reference: q, k, v [tokens, heads, head_dim] in double, then RoPE on q and k.
+    Problem p = Problem::make(c.batch, c.heads, c.seq, c.seq, c.head_dim, false, Layout::BSHD);
+    p.dtype = s.dtype;
+    std::vector<float> want[3];
+    for (auto& t : want) t.assign(size_t(s.tokens) * width, 0.0f);
+    for (int m = 0; m < s.tokens; ++m)
+      for (int n = 0; n < 3 * width; ++n) {
+        double acc = 0;
+        for (int i = 0; i < c.hidden; ++i)
+          acc += double(from_bits16(x[size_t(m) * c.hidden + i], s.dtype)) *
+                 from_bits16(w[size_t(n) * c.hidden + i], s.dtype);
+        want[n / width][size_t(m) * width + n % width] = float(acc);
+      }
+    ModifierSpec spec;
+    spec.rope = c.style;
+    apply_rope(p, spec, want[0], want[1]);  // also rounds q and k to 16 bits
+
+    DeviceBuffer<uint16_t> dx(x), dw(w), out[3];
+    for (auto& o : out) {
+      o = DeviceBuffer<uint16_t>(size_t(s.tokens) * width);
+      o.poison();
+    }
+    const Status st = m12::ATTN_IMPL::qkv_projection(s, c.style, spec.rope_base, dx.get(), dw.get(),
+                                                     out[0].get(), out[1].get(), out[2].get(),
+                                                     nullptr);
+    REQUIRE_MESSAGE(st.is_ok(), "qkv_projection failed: " << st.message());
+    const char* names[3] = {"Q", "K", "V"};
+    for (int t = 0; t < 3; ++t) {
+      std::vector<float> got;
+      for (uint16_t b : out[t].to_host()) got.push_back(from_bits16(b, s.dtype));
+      const std::vector<double> want_t(want[t].begin(), want[t].end());
+      const Comparison r = compare_output(p, got, want_t);
+      CHECK_MESSAGE(r.passed(), names[t] << " of the projection: " << r.summary()
+                                         << (t < 2 && c.style != RopeStyle::none
+                                                 ? "\n  RoPE here uses your rope_pair and "
+                                                   "rope_frequency (TODO 5) in the GEMM's epilogue"
+                                                 : "")
+                                         << "\n  read " << std::string(kRope));
     }
   }
 }

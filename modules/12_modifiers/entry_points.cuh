@@ -282,4 +282,11 @@ Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& t
   Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& tiles,       \
                         std::vector<int>& classes) {                                          \
     return ::attn::m12::classify_tiles<Steps>(r, tiles, classes);                             \
+  }                                                                                           \
+  Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, const void* x, \
+                        const void* w_qkv, void* q, void* k, void* v, cudaStream_t stream) {  \
+    return ::attn::m12::qkv_projection<Steps>(s, style, rope_base, x, w_qkv, q, k, v, stream); \
   }
+
+// The layer around attention (the projections and their RoPE epilogue): README, section 4.
+#include "modules/12_modifiers/projections.cuh"

@@ -49,6 +49,14 @@ struct RulesQuestion {
 };
 enum : int { kTileMasked = 0, kTilePartial = 1, kTileFull = 2 };
 
+// The layer around attention (README, section 4): `tokens` rows of hidden states, whole
+// sequences of `seq` tokens (token m sits at position m % seq), heads x head_dim features per
+// projection.
+struct LayerShape {
+  int tokens = 0, seq = 1, hidden = 0, heads = 1, head_dim = 64;
+  DType dtype = DType::bf16;
+};
+
 namespace ATTN_IMPL {
 
 // The plain problem (no modifier): module 07's kernel, as module 07 runs it.
@@ -61,6 +69,12 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
 // kTilePartial or kTileFull per tile, in `classes`.
 Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& tiles,
                       std::vector<int>& classes);
+// Q, K and V from the hidden states x [tokens, hidden] and w_qkv [3 x heads x head_dim, hidden]
+// (rows q, then k, then v; torch.nn.Linear's layout) in one GEMM whose epilogue turns Q and K
+// by RoPE (ModifierSteps::rope_pair, rope_frequency) at their token's position; q, k, v are
+// [tokens, heads, head_dim]. style none: the plain projection.
+Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, const void* x,
+                      const void* w_qkv, void* q, void* k, void* v, cudaStream_t stream);
 
 }  // namespace ATTN_IMPL
 }  // namespace attn::m12

@@ -1,0 +1,315 @@
+// Module 12, given: the layer around attention (README, section 4). Attention in a transformer
+// block is fed by one GEMM from the hidden states x [tokens, hidden] to Q, K and V (w_qkv
+// [3 x heads x head_dim, hidden], the layout of torch.nn.Linear's weight), with Q and K turned
+// by RoPE; its output goes through a second GEMM back to [tokens, hidden] (w_o [hidden,
+// heads x head_dim]).
+//
+//   unfused: gemm (packed QKV [tokens, 3 x heads x head_dim] to memory), then split_rope_kernel
+//            (reads the packed rows, turns Q and K, writes Q, K, V as attention reads them)
+//   fused:   gemm with QkvRopeEpilogue: the tile is turned and split while it is still on
+//            chip, so the packed buffer is never written nor read back
+//
+// gemm_kernel computes C = A B^T with A [M, K] and B [N, K] (both contiguous along K, as Q and
+// K are in Q K^T), 16-bit inputs and fp32 accumulation: 128 x 128 tiles, 8 warps of 64 x 32,
+// a 3-stage cp.async ring of 64-wide K slices stored with module 07's swizzle, mma.sync.
+// It is a plain tensor-core GEMM (sm_80 instructions), not cuBLAS: bench_12 puts both side by
+// side, because fusing into a GEMM only pays if that GEMM is about as fast as the library's.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/cuda_check.h"
+#include "common/device.h"
+#include "common/device/cp_async.cuh"
+#include "common/device/shared_memory.cuh"
+#include "common/modifiers.h"
+#include "common/status.h"
+#include "modules/07_tensor_cores/mma_primitives.cuh"
+#include "modules/12_modifiers/entry_points.cuh"
+#include "modules/12_modifiers/modifier_attention.h"
+#include "modules/12_modifiers/modifier_hooks.cuh"
+
+namespace attn::m12 {
+
+struct GemmTile {
+  static constexpr int kM = 128, kN = 128, kK = 64;  // block tile; kK: one swizzled 128-byte row
+  static constexpr int kStages = 3;
+  static constexpr int kThreads = 256;              // 8 warps: 2 (rows) x 4 (columns)
+  static constexpr int kStageElems = (kM + kN) * kK;
+  static constexpr int kStageStride = kN + 4;       // fp32 staging rows: +4 against bank conflicts
+  static constexpr int kRingBytes = kStages * kStageElems * 2;
+  static constexpr int kStagingBytes = kM * kStageStride * 4;
+  static constexpr int kSmemBytes = kRingBytes > kStagingBytes ? kRingBytes : kStagingBytes;
+};
+
+// Epilogue of the plain GEMM: row m of C, columns n .. n + 7, rounded to T.
+template <class T>
+struct StoreRows {
+  uint16_t* c;
+  int ldc;
+  __device__ void operator()(const float* row, int n0, int m, int n) const {
+    uint16_t out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = float_to_bits<T>(row[n + e - n0]);
+    *reinterpret_cast<uint4*>(c + int64_t(m) * ldc + n) = *reinterpret_cast<const uint4*>(out);
+  }
+};
+
+// Epilogue of the fused QKV projection. Column n of the packed output is (which of q/k/v,
+// head, feature f); token m sits at position m % seq. Q and K features are turned with their
+// RoPE partner (Steps::rope_pair), which lies in the same tile row: a 128-column tile holds
+// whole heads when 128 % head_dim == 0. Each goes to q, k or v [tokens, heads, head_dim].
+template <class Steps, class T>
+struct QkvRopeEpilogue {
+  uint16_t* q;
+  uint16_t* k;
+  uint16_t* v;
+  int seq, heads, head_dim;
+  RopeStyle style;
+  const float4* table;
+  __device__ void operator()(const float* row, int n0, int m, int n) const {
+    const int width = heads * head_dim;
+    const int which = n / width, head = (n % width) / head_dim, f0 = n % head_dim;
+    uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) +
+                    (int64_t(m) * heads + head) * head_dim + f0;
+    const int pos = m % seq;
+    uint16_t out[8];
+    const bool turn = which < 2 && style != RopeStyle::none;
+    float cs = 1.f, sn = 0.f;
+    int angle_of = -1;  // the frequency cs, sn belong to: an interleaved pair shares its angle
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float self = row[n + e - n0];
+      if (!turn) {
+        out[e] = float_to_bits<T>(self);
+        continue;
+      }
+      const RopePair pr = Steps::rope_pair(style, f0 + e, head_dim);
+      const float mate = row[n - f0 + pr.partner - n0];
+      if (pr.m != angle_of) rope_cos_sin(pos, __ldg(table + pr.m), cs, sn), angle_of = pr.m;
+      out[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+    }
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+  }
+};
+
+// C tile (blockIdx.y, blockIdx.x) of A B^T. K % 8 == 0 and N % 8 == 0 (16-byte pieces); rows
+// and pieces past M, N or K are copied as zeros.
+template <class T, class Epilogue>
+__global__ void __launch_bounds__(GemmTile::kThreads, 2)
+    gemm_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, int M, int N,
+                int K, Epilogue epilogue) {
+  using G = GemmTile;
+  using m07::chunk_offset;
+  extern __shared__ __align__(128) uint16_t smem[];
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int m0 = int(blockIdx.y) * G::kM, n0 = int(blockIdx.x) * G::kN;
+  const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;  // this warp's 64 x 32 of the tile
+  const int slices = (K + G::kK - 1) / G::kK;
+
+  // Slice s of A's and B's 128 rows: 8 pieces of 16 bytes per row, 4 per thread and matrix.
+  auto load = [&](int s, int stage) {
+    uint16_t* sa = smem + stage * G::kStageElems;
+    uint16_t* sb = sa + G::kM * G::kK;
+#pragma unroll
+    for (int i = tid; i < G::kM * 8; i += G::kThreads) {
+      const int r = i / 8, c = i % 8, kk = s * G::kK + 8 * c;
+      const bool in_a = m0 + r < M && kk < K, in_b = n0 + r < N && kk < K;
+      device::cp_async_16(sa + chunk_offset<64, true>(r, c),
+                          a + (in_a ? int64_t(m0 + r) * K + kk : 0), in_a);
+      device::cp_async_16(sb + chunk_offset<64, true>(r, c),
+                          b + (in_b ? int64_t(n0 + r) * K + kk : 0), in_b);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < G::kStages - 1; ++s) {
+    if (s < slices) load(s, s);
+    device::cp_async_commit();
+  }
+
+  float acc[4][4][4] = {};  // [m16 tile][n8 tile][fragment]
+  for (int s = 0; s < slices; ++s) {
+    device::cp_async_wait<G::kStages - 2>();
+    __syncthreads();  // slice s landed; the stage of slice s - 1 is free
+    if (s + G::kStages - 1 < slices) load(s + G::kStages - 1, (s + G::kStages - 1) % G::kStages);
+    device::cp_async_commit();
+    const uint32_t sa = device::smem_u32(smem + (s % G::kStages) * G::kStageElems);
+    const uint32_t sb = sa + 2 * G::kM * G::kK;
+#pragma unroll
+    for (int kk = 0; kk < G::kK / 16; ++kk) {
+      uint32_t af[4][4], bf[2][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        m07::ldmatrix_x4(af[i], sa + 2 * chunk_offset<64, true>(wm + 16 * i + lane % 16,
+                                                                 2 * kk + lane / 16));
+#pragma unroll
+      for (int j = 0; j < 2; ++j)  // b0, b1 of columns 16j .. 16j + 7, then of the next 8
+        m07::ldmatrix_x4(bf[j], sb + 2 * chunk_offset<64, true>(
+                                         wn + 16 * j + (lane / 16) * 8 + lane % 8,
+                                         2 * kk + (lane / 8) % 2));
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          m07::Elem<T>::mma(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+    }
+  }
+  device::cp_async_wait_all();
+  __syncthreads();  // the ring becomes the fp32 staging tile
+
+  // Stage the tile, so that a thread can read any column of its row (RoPE's partners).
+  float* stage = reinterpret_cast<float*>(smem);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(stage + (wm + 16 * i + g + 8 * h) * G::kStageStride + wn +
+                                   8 * j + 2 * t) =
+            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  __syncthreads();
+  for (int i = tid; i < G::kM * (G::kN / 8); i += G::kThreads) {
+    const int r = i / (G::kN / 8), n = n0 + 8 * (i % (G::kN / 8));
+    if (m0 + r < M && n < N) epilogue(stage + r * G::kStageStride, n0, m0 + r, n);
+  }
+}
+
+template <class T, class Epilogue>
+Status launch_gemm(const void* a, const void* b, int M, int N, int K, Epilogue epilogue,
+                   cudaStream_t stream) {
+  if (K % 8 != 0 || N % 8 != 0)
+    return Status::error("module 12's GEMM moves rows in 16-byte pieces: the inner size (" +
+                         std::to_string(K) + ") and the output width (" + std::to_string(N) +
+                         ") must be multiples of 8");
+  if (M == 0 || N == 0) return Status::ok();
+  if ((M + GemmTile::kM - 1) / GemmTile::kM > 65535)
+    return Status::error("module 12's GEMM: more than 65535 row tiles (" + std::to_string(M) +
+                         " rows)");
+  auto kernel = gemm_kernel<T, Epilogue>;
+  static const cudaError_t opt_in = device::allow_shared_memory(GemmTile::kSmemBytes, kernel);
+  ATTN_CUDA_RETURN(opt_in);
+  const dim3 grid(unsigned((N + GemmTile::kN - 1) / GemmTile::kN),
+                  unsigned((M + GemmTile::kM - 1) / GemmTile::kM));
+  kernel<<<grid, GemmTile::kThreads, GemmTile::kSmemBytes, stream>>>(
+      static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M, N, K, epilogue);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  return Status::ok();
+}
+
+// y [rows, out] = x [rows, in] w^T, w [out, in] (a torch.nn.Linear without bias).
+inline Status linear(const void* x, const void* w, void* y, int rows, int in, int out, DType t,
+                     cudaStream_t stream) {
+  uint16_t* c = static_cast<uint16_t*>(y);
+  if (t == DType::bf16)
+    return launch_gemm<__nv_bfloat16>(x, w, rows, out, in, StoreRows<__nv_bfloat16>{c, out},
+                                      stream);
+  if (t == DType::f16)
+    return launch_gemm<__half>(x, w, rows, out, in, StoreRows<__half>{c, out}, stream);
+  return Status::error("module 12's GEMM takes f16 or bf16 tensors");
+}
+
+inline Status supports(const LayerShape& s, RopeStyle style) {
+  if (s.dtype != DType::f16 && s.dtype != DType::bf16)
+    return Status::error("module 12's projections take f16 or bf16 tensors");
+  if (s.tokens < 0 || s.seq < 1 || s.heads < 1 || s.hidden < 1)
+    return Status::error("module 12's projections: tokens >= 0, seq, heads and hidden >= 1");
+  if (s.tokens % s.seq != 0)
+    return Status::error("module 12's projections: tokens (" + std::to_string(s.tokens) +
+                         ") must be whole sequences of " + std::to_string(s.seq));
+  if (s.hidden % 8 != 0 || s.head_dim % 8 != 0 || 128 % s.head_dim != 0)
+    return Status::error("module 12's QKV projection keeps whole heads in a 128-column tile and "
+                         "moves 16-byte pieces: head_dim must divide 128 and be a multiple of 8, "
+                         "hidden a multiple of 8 (got head_dim " + std::to_string(s.head_dim) +
+                         ", hidden " + std::to_string(s.hidden) + ")");
+  if (style != RopeStyle::none && s.head_dim / 2 > kMaxRopeFrequencies)
+    return Status::error("module 12's RoPE table holds 64 frequencies");
+  return Status::ok();
+}
+
+// The fused QKV projection with RoPE in the epilogue (q, k, v [tokens, heads, head_dim]).
+template <class Steps>
+Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, const void* x,
+                      const void* w_qkv, void* q, void* k, void* v, cudaStream_t stream) {
+  if (Status st = supports(s, style); !st) return st;
+  if (Status st = require_sm80("module 12"); !st) return st;
+  const float4* table = nullptr;
+  if (style != RopeStyle::none)
+    if (Status st = rope_table<Steps>(rope_base, s.head_dim, 1, &table); !st) return st;
+  const int n = 3 * s.heads * s.head_dim;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    QkvRopeEpilogue<Steps, T> e{static_cast<uint16_t*>(q), static_cast<uint16_t*>(k),
+                                static_cast<uint16_t*>(v), s.seq, s.heads, s.head_dim, style,
+                                table};
+    return launch_gemm<T>(x, w_qkv, s.tokens, n, s.hidden, e, stream);
+  };
+  return s.dtype == DType::bf16 ? run(__nv_bfloat16{}) : run(__half{});
+}
+
+// The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. One thread
+// per 16-byte piece of a q, k or v row.
+template <class Steps, class T>
+__global__ void split_rope_kernel(LayerShape s, RopeStyle style, const float4* __restrict__ table,
+                                  const uint16_t* __restrict__ packed, uint16_t* q, uint16_t* k,
+                                  uint16_t* v) {
+  const int chunks = s.head_dim / 8;
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t rows = int64_t(s.tokens) * 3 * s.heads;  // (token, which, head)
+  if (idx >= rows * chunks) return;
+  const int c = int(idx % chunks);
+  const int64_t row = idx / chunks;
+  const int head = int(row % s.heads), which = int(row / s.heads % 3);
+  const int64_t token = row / (3 * s.heads);
+  const uint16_t* src = packed + row * s.head_dim;
+  uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) + (token * s.heads + head) * s.head_dim;
+  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  if (which < 2 && style != RopeStyle::none) {
+    const int pc = Steps::rope_pair(style, 8 * c, s.head_dim).partner / 8;
+    const uint4 other = *reinterpret_cast<const uint4*>(src + 8 * pc);
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+    const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+    uint16_t r[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const RopePair pr = Steps::rope_pair(style, 8 * c + e, s.head_dim);
+      const float self = bits_to_float<T>(x[e]);
+      const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
+      float cs, sn;
+      rope_cos_sin(int(token % s.seq), __ldg(table + pr.m), cs, sn);
+      r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+    }
+    own = *reinterpret_cast<const uint4*>(r);
+  }
+  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
+}
+
+template <class Steps>
+Status split_rope(const LayerShape& s, RopeStyle style, double rope_base, const void* packed,
+                  void* q, void* k, void* v, cudaStream_t stream) {
+  if (Status st = supports(s, style); !st) return st;
+  const float4* table = nullptr;
+  if (style != RopeStyle::none)
+    if (Status st = rope_table<Steps>(rope_base, s.head_dim, 1, &table); !st) return st;
+  const int64_t pieces = int64_t(s.tokens) * 3 * s.heads * (s.head_dim / 8);
+  if (pieces == 0) return Status::ok();
+  const unsigned blocks = unsigned((pieces + 255) / 256);
+  auto in = static_cast<const uint16_t*>(packed);
+  auto qq = static_cast<uint16_t*>(q), kk = static_cast<uint16_t*>(k);
+  auto vv = static_cast<uint16_t*>(v);
+  if (s.dtype == DType::bf16)
+    split_rope_kernel<Steps, __nv_bfloat16>
+        <<<blocks, 256, 0, stream>>>(s, style, table, in, qq, kk, vv);
+  else
+    split_rope_kernel<Steps, __half><<<blocks, 256, 0, stream>>>(s, style, table, in, qq, kk, vv);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  return Status::ok();
+}
+
+}  // namespace attn::m12
