@@ -128,6 +128,30 @@ Status launch_for_score(const Problem& p, const ModifierSpec& m, const Args& a, 
   return Status::error("module 12: unknown score modifier");
 }
 
+// Chunk c (features 8c .. 8c + 7) of a 16-byte aligned row at position pos, turned by RoPE:
+// each feature with its partner (Steps::rope_pair), read from the partner's chunk of the same
+// row, and rounded to T. Shared by the K pass below and the QKV split pass (projections.cuh).
+template <class Steps, class T>
+__device__ __forceinline__ uint4 rotate_chunk(const uint16_t* row, int c, int head_dim, int pos,
+                                              RopeStyle style, const float4* table) {
+  const int pc = Steps::rope_pair(style, 8 * c, head_dim).partner / 8;
+  const uint4 own = *reinterpret_cast<const uint4*>(row + 8 * c);
+  const uint4 other = *reinterpret_cast<const uint4*>(row + 8 * pc);
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+  uint16_t r[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
+    const float self = bits_to_float<T>(x[e]);
+    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
+    float cs, sn;
+    rope_cos_sin(pos, __ldg(table + pr.m), cs, sn);
+    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+  }
+  return *reinterpret_cast<const uint4*>(r);
+}
+
 // RoPE on the keys, once per call: K [batch, kv_heads, seq_k, head_dim] (any strides) ->
 // out, dense BHSD, each element turned at its key's position and rounded to 16 bits, as
 // applying RoPE beforehand does. One thread per 16-byte chunk of a key row.
@@ -143,22 +167,8 @@ __global__ void rotate_keys_kernel(Problem p, RopeStyle style, const float4* __r
   const int j = int(row % p.seq_k);
   const int h = int(row / p.seq_k % p.kv_heads), b = int(row / p.seq_k / p.kv_heads);
   const uint16_t* src = k + Problem::offset(p.k, b, h, j);
-  const int pc = Steps::rope_pair(style, 8 * c, p.head_dim).partner / 8;
-  const uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
-  const uint4 other = *reinterpret_cast<const uint4*>(src + 8 * pc);
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
-  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
-  uint16_t r[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const RopePair pr = Steps::rope_pair(style, 8 * c + e, p.head_dim);
-    const float self = bits_to_float<T>(x[e]);
-    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
-    float cs, sn;
-    rope_cos_sin(j, __ldg(table + pr.m), cs, sn);
-    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
-  }
-  *reinterpret_cast<uint4*>(out + row * p.head_dim + 8 * c) = *reinterpret_cast<const uint4*>(r);
+  *reinterpret_cast<uint4*>(out + row * p.head_dim + 8 * c) =
+      rotate_chunk<Steps, T>(src, c, p.head_dim, j, style, table);
 }
 
 // kRope: where RoPE turns the rows (RopeWhere); forward() uses RopeWhere::q, bench_12 also

@@ -269,25 +269,10 @@ __global__ void split_rope_kernel(LayerShape s, RopeStyle style, const float4* _
   const int64_t token = row / (3 * s.heads);
   const uint16_t* src = packed + row * s.head_dim;
   uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) + (token * s.heads + head) * s.head_dim;
-  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
-  if (which < 2 && style != RopeStyle::none) {
-    const int pc = Steps::rope_pair(style, 8 * c, s.head_dim).partner / 8;
-    const uint4 other = *reinterpret_cast<const uint4*>(src + 8 * pc);
-    const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
-    const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
-    uint16_t r[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const RopePair pr = Steps::rope_pair(style, 8 * c + e, s.head_dim);
-      const float self = bits_to_float<T>(x[e]);
-      const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
-      float cs, sn;
-      rope_cos_sin(int(token % s.seq), __ldg(table + pr.m), cs, sn);
-      r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
-    }
-    own = *reinterpret_cast<const uint4*>(r);
-  }
-  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
+  *reinterpret_cast<uint4*>(dst + 8 * c) =
+      which < 2 && style != RopeStyle::none
+          ? rotate_chunk<Steps, T>(src, c, s.head_dim, int(token % s.seq), style, table)
+          : *reinterpret_cast<const uint4*>(src + 8 * c);
 }
 
 template <class Steps>
