@@ -3,7 +3,6 @@
 // the process that times PyTorch's backends, it runs on the same K/V tensors: a memory-bound
 // kernel's time moves by several per cent with where the driver placed its buffers, so ours and
 // cuDNN's are compared on the same placement.
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <vector>

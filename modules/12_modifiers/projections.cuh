@@ -206,13 +206,14 @@ Status launch_gemm(const void* a, const void* b, int M, int N, int K, Epilogue e
 // y [rows, out] = x [rows, in] w^T, w [out, in] (a torch.nn.Linear without bias).
 inline Status linear(const void* x, const void* w, void* y, int rows, int in, int out, DType t,
                      cudaStream_t stream) {
-  uint16_t* c = static_cast<uint16_t*>(y);
-  if (t == DType::bf16)
-    return launch_gemm<__nv_bfloat16>(x, w, rows, out, in, StoreRows<__nv_bfloat16>{c, out},
-                                      stream);
-  if (t == DType::f16)
-    return launch_gemm<__half>(x, w, rows, out, in, StoreRows<__half>{c, out}, stream);
-  return Status::error("module 12's GEMM takes f16 or bf16 tensors");
+  if (t != DType::f16 && t != DType::bf16)
+    return Status::error("module 12's GEMM takes f16 or bf16 tensors");
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    return launch_gemm<T>(x, w, rows, out, in, StoreRows<T>{static_cast<uint16_t*>(y), out},
+                          stream);
+  };
+  return t == DType::bf16 ? run(__nv_bfloat16{}) : run(__half{});
 }
 
 inline Status supports(const LayerShape& s, RopeStyle style) {
