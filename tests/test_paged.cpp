@@ -16,6 +16,7 @@
 #include "common/reference.h"
 #include "common/registry.h"
 #include "common/runner.h"
+#include "modules/10_decoding/decoding.h"
 #include "tests/host_checks.h"
 
 using namespace attn;
@@ -497,4 +498,57 @@ TEST_CASE("inference modules: 16-bit types, dense problems refused, entry points
   const InferenceCheck r = check_decode(kFakeInference, p, bad);
   expect_error(r.status, "block_table[0][0] = -1 is not a page");
   CHECK(r.output.empty());
+}
+
+namespace {
+
+// Module 10's split plan (modules/10_decoding/decoding.h, README section 2), recomputed here
+// from its definition: every (sequence, split) visited, a block counted when its split starts
+// before the sequence's end; split counts tried from 1 up, stopping after the first that
+// makes more than 4 waves of busy blocks when the lengths differ.
+m10::SplitPlan plan_by_definition(const PagedProblem& p, int sms) {
+  const int64_t slots = 2 * int64_t(sms), heads = int64_t(p.kv_heads) * m10::row_tiles(p);
+  const bool uniform = std::set<int>(p.seqlens_k.begin(), p.seqlens_k.end()).size() == 1;
+  const int most = std::min(m10::kMaxSplits, std::max(1, (p.max_seqlen_k() + 63) / 64));
+  m10::SplitPlan best = m10::plan_with_splits(p, 1);
+  double best_cost = -1;
+  for (int s = 1; s <= most; ++s) {
+    const m10::SplitPlan plan = m10::plan_with_splits(p, s);
+    if (plan.splits != s) continue;
+    int64_t busy = 0, empty = 0;
+    for (int len : p.seqlens_k)
+      for (int k = 0; k < s; ++k) (int64_t(k) * plan.keys_per_split < len ? busy : empty) += heads;
+    const int64_t waves = std::max<int64_t>(1, (busy + slots - 1) / slots);
+    const double cost = double(waves) * (plan.keys_per_split + m10::kBlockFixedKeys) +
+                        double(empty) * m10::kEmptyBlockKeys / double(slots);
+    if (best_cost < 0 || cost < best_cost) best = plan, best_cost = cost;
+    if (!uniform && busy > 4 * slots) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("module 10's split plan counts the blocks that get keys, as its definition says") {
+  for (int sms : {132, 16})
+    for (int batch : {1, 4, 32, 128})
+      for (int max_len : {0, 17, 1000, 4096, 32768, 131072})
+        for (bool mixed : {false, true}) {
+          std::vector<int> lens = mixed ? random_seqlens(batch, max_len, 7)
+                                        : std::vector<int>(size_t(batch), max_len);
+          const PagedProblem p = PagedProblem::make(32, 8, 128, 1, lens, 16);
+          const m10::SplitPlan got = m10::choose_splits(p, sms);
+          const m10::SplitPlan want = plan_by_definition(p, sms);
+          INFO(p.describe() << " on " << sms << " SMs");
+          CHECK(got.splits == want.splits);
+          CHECK(got.keys_per_split == want.keys_per_split);
+        }
+  // A batch of mixed lengths gets more splits than one split per sequence: 32 random lengths
+  // up to 32768 on 132 SMs (one split per sequence fills the GPU only if every block is full).
+  const PagedProblem mixed =
+      PagedProblem::make(32, 8, 128, 1, random_seqlens(32, 32768, 3), 16);
+  CHECK(m10::choose_splits(mixed, 132).splits > 1);
+  const PagedProblem equal =
+      PagedProblem::make(32, 8, 128, 1, std::vector<int>(32, mixed.max_seqlen_k()), 16);
+  CHECK(m10::choose_splits(equal, 132).splits == 1);
 }

@@ -11,7 +11,8 @@
 //   decode_head_major     the same bytes with each head's page rows contiguous
 //   decode_pageN_*        page sizes 16, 64, 256, pages in order or shuffled
 //   decode_stages2/4, decode_wW_sS  the ring depth and the warps per block
-//   decode_varlen         32 sequences of random lengths
+//   decode_varlen(_splits) batches of random lengths: the plan's choice, then other split
+//                         counts
 //   prefill_varlen_*      packed prefill (module 07's kernel over cu_seqlens) beside module 07
 //                         (module07_dense_1024) on a dense batch with the same tokens
 // Every kernel is first checked against the double reference on small shapes. Before every
@@ -382,11 +383,20 @@ int main(int argc, char** argv) {
                       shuffle);
         }
     }
-    // Variable lengths: 32 sequences of random lengths up to 32768.
-    {
-      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, random_seqlens(32, 32768, 3),
+    // Variable lengths: 32 sequences of random lengths up to 32768 (and 8 up to 131072, 128
+    // up to 4096), the plan's choice, then the same batch against the split count (the plan
+    // counts only the blocks that get keys: README section 2).
+    for (auto [b, n] : {std::pair{32, 32768}, {8, 131072}, {128, 4096}}) {
+      if (opt.quick && b != 32) continue;
+      const PagedProblem p = PagedProblem::make(32, 8, 128, 1, random_seqlens(b, n, 3),
                                                 opt.page_size, false, DType::bf16);
-      time_decode("decode_varlen", p, m10::choose_splits(p, dev.sm_count), Production{});
+      const m10::SplitPlan chosen = m10::choose_splits(p, dev.sm_count);
+      time_decode("decode_varlen", p, chosen, Production{});
+      for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}) {
+        const m10::SplitPlan plan = m10::plan_with_splits(p, s);
+        if (plan.splits != s || s == chosen.splits) continue;
+        time_decode("decode_varlen_splits", p, plan, Production{});
+      }
     }
 
     // Packed prefill beside module 07 on the same tokens.

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/device.h"
 #include "common/paged.h"
@@ -93,30 +94,66 @@ inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
 
 // The heuristic, a cost model. Blocks run in waves of `slots` (2 per SM: DecodeConfig), and a
 // wave lasts as long as its longest block: keys_per_split keys plus a fixed cost per block (Q,
-// the first copies' latency, the merge; kBlockFixedKeys, in keys). With base = batch x K/V
-// heads x row tiles blocks per split,
-//   time(splits) ~ ceil(base x splits / slots) x (keys_per_split + kBlockFixedKeys).
+// the first copies' latency, the merge; kBlockFixedKeys, in keys). Only blocks that get keys
+// count: split s of sequence b has keys when s x keys_per_split < seqlen_b, so a batch of
+// mixed lengths has fewer of them than splits x batch. With `busy` such blocks (K/V heads x
+// row tiles per sequence and split that has keys),
+//   time(splits) ~ ceil(busy / slots) x (keys_per_split + kBlockFixedKeys)
+//                  + empty blocks x kEmptyBlockKeys / slots.
 // More splits shorten every block but add waves once the GPU is full; the plan minimizes the
-// product over the split counts (the fewest splits on a tie: fewer partials to combine).
-// Splits are the same for every sequence: a short sequence's late splits are empty blocks
-// that end at once.
+// sum over the split counts (the fewest splits on a tie: fewer partials to combine). Splits
+// are the same for every sequence: a short sequence's late splits are empty blocks that end
+// at once (an empty block only writes its zero partials: kEmptyBlockKeys). For a batch of
+// equal lengths every block has keys and this is the wave count of the whole grid.
 constexpr int kBlockFixedKeys = 128;
+constexpr int kEmptyBlockKeys = 16;
+
+// Sequences with at least t 64-key tiles, for t = 0 .. most tiles + 1 (a suffix count of
+// the lengths in tiles): the blocks that get keys under any split plan, without a pass over
+// the batch per plan.
+inline std::vector<int64_t> sequences_with_tiles(const PagedProblem& p) {
+  const int tiles = (p.max_seqlen_k() + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
+  std::vector<int64_t> at_least(size_t(tiles) + 2, 0);
+  for (int len : p.seqlens_k) ++at_least[size_t((len + kSplitKeyMultiple - 1) / kSplitKeyMultiple)];
+  for (int t = tiles; t >= 0; --t) at_least[size_t(t)] += at_least[size_t(t) + 1];
+  return at_least;
+}
 
 inline SplitPlan choose_splits(const PagedProblem& p, int sms, int blocks_per_sm = 2,
                                int fixed_keys = kBlockFixedKeys) {
   if (p.batch == 0) return SplitPlan{};
-  const int64_t base = int64_t(p.batch) * p.kv_heads * row_tiles(p);
+  const int64_t per_split = int64_t(p.kv_heads) * row_tiles(p);  // blocks per sequence and split
   const int64_t slots = int64_t(blocks_per_sm) * std::max(sms, 1);
   const int max_len = p.max_seqlen_k();
   const int most = std::min(kMaxSplits, std::max(1, (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple));
+  const bool uniform = std::all_of(p.seqlens_k.begin(), p.seqlens_k.end(),
+                                   [&](int len) { return len == max_len; });
+  const std::vector<int64_t> at_least = uniform ? std::vector<int64_t>(2, 0)
+                                                : sequences_with_tiles(p);
+  const int tiles = int(at_least.size()) - 2;
   SplitPlan best = plan_with_splits(p, 1);
   double best_cost = -1;
   for (int s = 1; s <= most; ++s) {
     const SplitPlan plan = plan_with_splits(p, s);
     if (plan.splits != s) continue;  // rounding to whole tiles gave another count
-    const int64_t waves = (base * plan.splits + slots - 1) / slots;
-    const double cost = double(waves) * (plan.keys_per_split + fixed_keys);
+    // Splits with keys: split k of a sequence has keys when it has more than k x m tiles.
+    const int m = plan.keys_per_split / kSplitKeyMultiple;
+    int64_t with_keys = 0;
+    if (uniform) {
+      with_keys = max_len > 0 ? int64_t(p.batch) * plan.splits : 0;
+    } else {
+      for (int k = 0; k < plan.splits && int64_t(k) * m + 1 <= tiles; ++k)
+        with_keys += at_least[size_t(int64_t(k) * m + 1)];
+    }
+    const int64_t busy = per_split * with_keys;
+    const int64_t empty = per_split * int64_t(p.batch) * plan.splits - busy;
+    const int64_t waves = std::max<int64_t>(1, (busy + slots - 1) / slots);
+    const double cost = double(waves) * (plan.keys_per_split + fixed_keys) +
+                        double(empty) * kEmptyBlockKeys / double(slots);
     if (best_cost < 0 || cost < best_cost) best = plan, best_cost = cost;
+    // Mixed lengths: past 4 full waves more splits only add blocks (and their fixed costs);
+    // stop there, so that planning a long cache stays a few thousand additions.
+    if (!uniform && busy > 4 * slots) break;
   }
   return best;
 }
