@@ -40,10 +40,13 @@ TORCH_KERNEL = "torch_sdpa_efficient"
 RUNGS = [
     (FFMA, "module 06: fp32 FFMA on the CUDA cores"),
     (TF32, "plain TF32: operands rounded to TF32, one mma per product"),
-    ("3xtf32_at_load", "3xTF32, K and V split at each fragment load"),
-    ("3xtf32_fa2", "3xTF32, FlashAttention-2's copy order (D = 128: 2 blocks of 4 warps)"),
-    ("3xtf32_q_regs", "3xTF32, one row tile per warp, Q split once into registers"),
-    (X3, "3xTF32, `forward_3xtf32()`: K and V split once per tile in shared memory"),
+    ("3xtf32_smem_split", "3xTF32, K and V split once per tile into two shared planes"),
+    ("3xtf32_fa2", "3xTF32, FlashAttention-2's copy order, split in shared memory (D = 128: "
+                   "2 blocks of 4 warps)"),
+    ("3xtf32_q_regs", "3xTF32, one row tile per warp, Q split once into registers, K and V "
+                      "in shared memory"),
+    ("3xtf32_q_regs_at_load", "the same, K and V split at each fragment load"),
+    (X3, "3xTF32, `forward_3xtf32()`: K and V split at each fragment load"),
 ]
 BLOCKS = ("speed", "ladder", "errors")
 LADDER_N = 8192

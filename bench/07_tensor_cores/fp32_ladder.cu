@@ -12,11 +12,15 @@
 // Rungs:
 //   ffma_06         module 06's forward: fp32 FFMA on the CUDA cores (the course's fastest)
 //   tf32            forward_tf32: every operand rounded to TF32, one mma per product
-//   3xtf32_at_load  3xTF32 with K and V split at each fragment load, not in shared memory
+//   3xtf32_smem_split  3xTF32 with K and V split once per tile into two shared planes (big,
+//                   small) by the threads that copied them, the production tiles otherwise
 //   3xtf32_fa2      3xTF32 in FlashAttention-2's copy order (one K and one V buffer, split as
 //                   they land); at D = 128 4 warps and 2 blocks per SM instead of 8 warps and 1
 //   3xtf32_q_regs   3xTF32 with one row tile per warp, Q's fragments split once into registers
-//   3xtf32          forward_3xtf32: the production configurations (tf32_kernel.cuh)
+//                   (K and V split in shared memory)
+//   3xtf32_q_regs_at_load  the same with K and V split at each fragment load
+//   3xtf32          forward_3xtf32: the production configurations (tf32_kernel.cuh): K and V
+//                   split at each fragment load
 // The rungs instantiate tf32_kernel.cuh with the solution's split (tf32_split.cuh) and their
 // own Tf32Config<...>; the build compiles this file with ATTN_IMPL=ladder, so their kernels
 // are apart from the solution's own, whose entry points are linked in and declared below.
@@ -76,14 +80,17 @@ using ladder::Rung;
 const Rung kRungs[] = {
     {"ffma_06", nullptr, m06::solution::forward},
     {"tf32", nullptr, m07::solution::forward_tf32, m07::kTf32Tolerance},
-    {"3xtf32_at_load", nullptr,
-     run_rung<X3, Tf32Config<64, 4, 2, 32, 2, kTwo, false>,
-              Tf32Config<128, 8, 2, 16, 1, kTwo, false>>},
+    {"3xtf32_smem_split", nullptr,
+     run_rung<X3, Tf32Config<64, 4, 2, 32, 2, kTwo, true>,
+              Tf32Config<128, 8, 2, 16, 1, kTwo, true>>},
     {"3xtf32_fa2", nullptr,
      run_rung<X3, Tf32Config<64, 4, 2, 32, 2, kFa2, true>, Tf32Config<128, 4, 2, 16, 2, kFa2, true>>},
     {"3xtf32_q_regs", nullptr,
      run_rung<X3, Tf32Config<64, 4, 1, 64, 2, kFa2, true, true>,
               Tf32Config<128, 8, 1, 32, 1, kFa2, true, true>>},
+    {"3xtf32_q_regs_at_load", nullptr,
+     run_rung<X3, Tf32Config<64, 4, 1, 64, 2, kFa2, false, true>,
+              Tf32Config<128, 8, 1, 32, 1, kFa2, false, true>>},
     {"3xtf32", nullptr, m07::solution::forward_3xtf32},
 };
 
