@@ -100,8 +100,8 @@ inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
 // row tiles per sequence and split that has keys),
 //   time(splits) ~ ceil(busy / slots) x (keys_per_split + kBlockFixedKeys)
 //                  + empty blocks x kEmptyBlockKeys / slots.
-// More splits shorten every block but add waves once the GPU is full; the plan minimizes the
-// sum over the split counts (the fewest splits on a tie: fewer partials to combine). Splits
+// More splits shorten every block but add waves once the GPU is full; the plan takes the split
+// count of least cost (the fewest splits on a tie: fewer partials to combine). Splits
 // are the same for every sequence: a short sequence's late splits are empty blocks that end
 // at once (an empty block only writes its zero partials: kEmptyBlockKeys). For a batch of
 // equal lengths every block has keys and this is the wave count of the whole grid.
