@@ -128,9 +128,11 @@ inline SplitPlan choose_splits(const PagedProblem& p, int sms, int blocks_per_sm
   const int most = std::min(kMaxSplits, std::max(1, (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple));
   const bool uniform = std::all_of(p.seqlens_k.begin(), p.seqlens_k.end(),
                                    [&](int len) { return len == max_len; });
-  const std::vector<int64_t> at_least = uniform ? std::vector<int64_t>(2, 0)
-                                                : sequences_with_tiles(p);
-  const int tiles = int(at_least.size()) - 2;
+  // Few long sequences: count them one by one (no table of max_len / 64 entries).
+  const int tiles = (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
+  const bool by_sequence = !uniform && int64_t(tiles) > 4 * int64_t(p.batch);
+  const std::vector<int64_t> at_least = uniform || by_sequence ? std::vector<int64_t>(2, 0)
+                                                               : sequences_with_tiles(p);
   SplitPlan best = plan_with_splits(p, 1);
   double best_cost = -1;
   for (int s = 1; s <= most; ++s) {
@@ -141,6 +143,9 @@ inline SplitPlan choose_splits(const PagedProblem& p, int sms, int blocks_per_sm
     int64_t with_keys = 0;
     if (uniform) {
       with_keys = max_len > 0 ? int64_t(p.batch) * plan.splits : 0;
+    } else if (by_sequence) {
+      for (int len : p.seqlens_k)
+        with_keys += (int64_t(len) + plan.keys_per_split - 1) / plan.keys_per_split;
     } else {
       for (int k = 0; k < plan.splits && int64_t(k) * m + 1 <= tiles; ++k)
         with_keys += at_least[size_t(int64_t(k) * m + 1)];
