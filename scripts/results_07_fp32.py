@@ -44,7 +44,7 @@ RUNGS = [
     ("3xtf32_fa2", "3xTF32, FlashAttention-2's copy order, split in shared memory (D = 128: "
                    "2 blocks of 4 warps)"),
     ("3xtf32_q_regs", "3xTF32, one row tile per warp, Q split once into registers, K and V "
-                      "in shared memory"),
+                      "split in shared memory"),
     ("3xtf32_q_regs_at_load", "the same, K and V split at each fragment load"),
     (X3, "3xTF32, `forward_3xtf32()`: K and V split at each fragment load"),
 ]
