@@ -15,8 +15,9 @@
 //   K and V   two places, a configuration option (Tf32Config::kSplitInSmem):
 //             - at each fragment load (production): every warp splits the fp32 elements it
 //               reads, so each element is split once per warp (4 or 8 times per tile), but
-//               shared memory holds one plane and the inner loop loads half the bytes; the
-//               integer work overlaps the mma. Measured 4-7% faster on the H100;
+//               shared memory holds one plane and the inner loop loads half the bytes.
+//               Measured 4-7% faster on the H100 (the split's instructions likely issue
+//               while the mma run; not profiled);
 //             - once per tile, in shared memory, by the thread that copied each 16-byte
 //               chunk, right after its own cp.async wait and before the barrier that
 //               publishes the tile: big overwrites the fp32 chunk, small goes to a second
