@@ -108,11 +108,10 @@ inline SplitPlan plan_with_splits(const PagedProblem& p, int splits) {
 constexpr int kBlockFixedKeys = 128;
 constexpr int kEmptyBlockKeys = 16;
 
-// Sequences with at least t 64-key tiles, for t = 0 .. most tiles + 1 (a suffix count of
-// the lengths in tiles): the blocks that get keys under any split plan, without a pass over
-// the batch per plan.
-inline std::vector<int64_t> sequences_with_tiles(const PagedProblem& p) {
-  const int tiles = (p.max_seqlen_k() + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
+// Sequences with at least t 64-key tiles, for t = 0 .. tiles + 1 (a suffix count of the
+// lengths in tiles; `tiles`: the longest sequence's): the blocks that get keys under any split
+// plan, without a pass over the batch per plan.
+inline std::vector<int64_t> sequences_with_tiles(const PagedProblem& p, int tiles) {
   std::vector<int64_t> at_least(size_t(tiles) + 2, 0);
   for (int len : p.seqlens_k) ++at_least[size_t((len + kSplitKeyMultiple - 1) / kSplitKeyMultiple)];
   for (int t = tiles; t >= 0; --t) at_least[size_t(t)] += at_least[size_t(t) + 1];
@@ -125,14 +124,14 @@ inline SplitPlan choose_splits(const PagedProblem& p, int sms, int blocks_per_sm
   const int64_t per_split = int64_t(p.kv_heads) * row_tiles(p);  // blocks per sequence and split
   const int64_t slots = int64_t(blocks_per_sm) * std::max(sms, 1);
   const int max_len = p.max_seqlen_k();
-  const int most = std::min(kMaxSplits, std::max(1, (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple));
+  const int tiles = (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple;  // the longest's
+  const int most = std::min(kMaxSplits, std::max(1, tiles));
   const bool uniform = std::all_of(p.seqlens_k.begin(), p.seqlens_k.end(),
                                    [&](int len) { return len == max_len; });
   // Few long sequences: count them one by one (no table of max_len / 64 entries).
-  const int tiles = (max_len + kSplitKeyMultiple - 1) / kSplitKeyMultiple;
   const bool by_sequence = !uniform && int64_t(tiles) > 4 * int64_t(p.batch);
   const std::vector<int64_t> at_least = uniform || by_sequence ? std::vector<int64_t>(2, 0)
-                                                               : sequences_with_tiles(p);
+                                                               : sequences_with_tiles(p, tiles);
   SplitPlan best = plan_with_splits(p, 1);
   double best_cost = -1;
   for (int s = 1; s <= most; ++s) {
