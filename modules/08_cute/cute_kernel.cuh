@@ -5,11 +5,10 @@
 // local_tile, a thread's share of a tile is partition_S / partition_A / partition_C, and the
 // (row, column) of any register is read from an identity tensor partitioned the same way.
 //
-// The algorithm and the pipeline are module 07's (its README, sections 3-4): a block of
-// kWarps warps owns kQueries queries of one (batch, head), each warp 32 of them outright; K
-// and V stream through shared memory in FlashAttention-2's copy order
-//     wait K(t), barrier | copy V(t) | S = Q K(t)^T, softmax | wait V(t), barrier |
-//     copy K(t + 1) | O += P V(t)
+// The algorithm is module 07's (its README, sections 3-4): a block of kWarps warps owns
+// kQueries queries of one (batch, head), each warp 32 of them outright; K and V stream
+// through shared memory in two stages, tile t + 1 copied while tile t is computed:
+//     copy K, V(t + 1) | S = Q K(t)^T, softmax, P | O += P V(t) | wait, barrier
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,14 +32,16 @@ using namespace cute;
 
 // One kernel configuration: D the padded head dim (head_dim <= D; padding columns are
 // zeros), kWarps warps of 32 query rows, kKeys keys per K/V tile, kMinBlocks blocks per SM
-// (caps the registers), kQInRegisters: Q's fragments loaded once (else re-read from shared
-// memory for every K/V tile, as module 07 does at D = 128 where O and S fill the registers).
-template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_>
+// (caps the registers at 65536 / (kMinBlocks * 32 * kWarps)), kPvInBranch: P V inside the
+// warp's `if` around S and the softmax (see the kernel).
+template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kPvInBranch_>
 struct Config {
   using T = T_;  // cute::half_t or cute::bfloat16_t
   static constexpr int D = D_, kWarps = kWarps_, kKeys = kKeys_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kQInRegisters = kQInRegisters_;
+  static constexpr bool kPvInBranch = kPvInBranch_;
   static constexpr int kThreads = 32 * kWarps, kWarpRows = 32, kQueries = kWarps * kWarpRows;
+  // Shared memory: Q (later O), then K and V of two stages; 2 bytes an element.
+  static constexpr int kSmemBytes = 2 * (kQueries + 4 * kKeys) * D;
 };
 
 // The first key query `row` does not see (module 07's visible_end): bottom-right causal.
@@ -124,15 +125,21 @@ __device__ __forceinline__ void mma_k_step(const Mma& mma, const CopyB& copy_b, 
 
 template <class Recipe, class C, bool kCausal, bool kVec>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
-    cute_flash_kernel(Problem p, float scale_log2, int query_blocks, const typename C::T* q,
-                      const typename C::T* k, const typename C::T* v, typename C::T* o) {
+    cute_flash_kernel(Problem p, float scale_log2, int query_blocks, int head_group,
+                      const typename C::T* q, const typename C::T* k, const typename C::T* v,
+                      typename C::T* o) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // mma.sync of 16-bit inputs: sm_80
   using T = typename C::T;
   constexpr int BQ = C::kQueries, BK = C::kKeys, D = C::D;
-  // Which (query block, batch, head): heads fast, the last query block first (module 07).
-  const unsigned heads_total = unsigned(p.batch) * unsigned(p.heads);
-  const int query_block = query_blocks - 1 - int(blockIdx.x / heads_total);
-  const int bh = int(blockIdx.x % heads_total), b = bh / p.heads, h = bh % p.heads;
+  // Which (query block, batch, head). The (batch, head) pairs come in groups of head_group;
+  // inside a group heads fast and the last query block first (module 07): the blocks on the
+  // GPU at one time share the K/V of at most head_group heads, which stay in L2.
+  const int heads_total = p.batch * p.heads, first_bh = int(blockIdx.x / unsigned(head_group *
+                                                                              query_blocks)) * head_group;
+  const int group_heads = min(head_group, heads_total - first_bh);
+  const int in_group = int(blockIdx.x) - first_bh * query_blocks;
+  const int query_block = query_blocks - 1 - in_group / group_heads;
+  const int bh = first_bh + in_group % group_heads, b = bh / p.heads, h = bh % p.heads;
   const int q0 = query_block * BQ, tid = int(threadIdx.x), warp = tid / 32;
 
   // One head of each tensor, (rows, head_dim), and the tiles of it this block visits.
@@ -147,10 +154,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor gK = local_tile(head(k, p.k, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
   Tensor gV = local_tile(head(v, p.v, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
 
-  // Shared memory: Q (later O), one K and one V tile, each in the recipe's swizzled layout.
+  // Shared memory: Q (later O), then a K and a V tile per stage, each in the recipe's swizzled
+  // layout. Stage s is the same tensors kStage elements further on: at(x, s).
   extern __shared__ __align__(128) unsigned char smem[];
   using QLayout = decltype(Recipe::template shared_tile<BQ, D>());
   using KVLayout = decltype(Recipe::template shared_tile<BK, D>());
+  constexpr int kStage = 2 * cosize(KVLayout{});
+  auto at = [](const auto& tensor, int stage) {
+    return make_tensor(tensor.data() + stage * kStage, tensor.layout());
+  };
   T* const base = reinterpret_cast<T*>(smem);
   Tensor sQ = make_tensor(make_smem_ptr(base), QLayout{});
   Tensor sK = make_tensor(make_smem_ptr(base + cosize(QLayout{})), KVLayout{});
@@ -170,7 +182,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor tKc = g2s.partition_S(make_identity_tensor(Shape<Int<BK>, Int<D>>{}));
 
   // The MMAs: this thread's fragments of Q, K, V^T, S and O, and the ldmatrix copies that fill
-  // the operand fragments from shared memory.
+  // the operand fragments from shared memory. Q's fragments are re-read for every tile: held
+  // for the whole loop they would take 32 (D = 64) or 64 (D = 128) more registers.
   auto mma = Recipe::template tiled_mma<T, C::kWarps>();
   auto thr_mma = mma.get_thread_slice(tid);
   Tensor rQ = thr_mma.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
@@ -203,34 +216,38 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int r = 0; r < kRows; ++r) m[r] = -INFINITY, l[r] = 0.f;
   clear(rO);
 
+  // K and V tile t into stage t % 2 (rows past seq_k become zeros).
+  auto copy_kv = [&](int t) {
+    const int rows = p.seq_k - t * BK;
+    copy_tile<kVec>(g2s_copy, tKg(_, _, _, t), at(tKs, t % 2), tKc, rows, p.head_dim, rows >= BK && full_d);
+    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), at(tVs, t % 2), tKc, rows, p.head_dim, rows >= BK && full_d);
+  };
   copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim, p.seq_q - q0 >= BQ && full_d);
-  if (tiles > 0) copy_tile<kVec>(g2s_copy, tKg(_, _, _, 0), tKs, tKc, p.seq_k, p.head_dim, p.seq_k >= BK && full_d);
+  if (tiles > 0) copy_kv(0);
   cp_async_fence();
-  if constexpr (C::kQInRegisters) {
-    cp_async_wait<0>();
-    __syncthreads();
-    copy(s2r_q, sQ_r, rQ_r);
-  }
+  cp_async_wait<0>();
+  __syncthreads();
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<0>();  // K(t) has landed (own copies) ...
-    __syncthreads();     // ... everyone's; everyone is done with V(t - 1)
-    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), tVs, tKc, p.seq_k - t * BK, p.head_dim,
-                    p.seq_k - t * BK >= BK && full_d);
+    // Tile t is complete in stage t % 2, and nobody reads the other stage any more (the
+    // barrier that ended t - 1): tile t + 1 is copied there while this one is computed.
+    if (t + 1 < tiles) copy_kv(t + 1);
     cp_async_fence();
     const int key0 = t * BK;
-    // A warp skips S, the softmax and P on a key tile none of its rows sees (the causal
-    // diagonal); its P is then 0. The same for the whole warp: no divergence.
-    const bool active = key0 < warp_end;
+    Tensor sK_t = at(sK_r, t % 2);
+    Tensor sV_t = at(sV_r, t % 2);
     Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
-    // S = Q K^T, the online softmax and P, as one step with or without the mask.
-    auto scores_to_p = [&](auto with_mask) {
-      // S = Q K^T, one 16-wide k-step at a time.
+    auto pv = [&] {  // O += P V
+      CUTE_UNROLL
+      for (int kk = 0; kk < size<2>(rVt); ++kk) mma_k_step(mma, s2r_v, sV_t, rV_r, rP, rVt, rO, kk);
+    };
+    // S = Q K^T, the online softmax and P (and P V with kPvInBranch), with or without the mask.
+    auto step = [&](auto with_mask) {
       clear(rS);
       CUTE_UNROLL
-      for (int kk = 0; kk < size<2>(rK); ++kk) {
-        if constexpr (!C::kQInRegisters) copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
-        mma_k_step(mma, s2r_k, sK_r, rK_r, rQ, rK, rS, kk);
+      for (int kk = 0; kk < size<2>(rK); ++kk) {  // one 16-wide k-step at a time
+        copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
+        mma_k_step(mma, s2r_k, sK_t, rK_r, rQ, rK, rS, kk);
       }
       // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
       // as (rows, keys). A row lives in the 4 lanes of a quad: its max takes two shuffles.
@@ -265,28 +282,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       }
       // P: the S registers rounded to 16 bits, 2 at a time, already in the A operand's order.
       round_to_16bit(rS, rP);
+      if constexpr (C::kPvInBranch) pv();
     };
-    // Only the tiles on the diagonal and the last tile need the mask. Two copies of the step,
-    // chosen by one branch for the whole warp: inside a single copy the compiler turns the
-    // mask into predicated instructions that every tile would issue.
+    // A warp skips the tiles none of its rows sees (the causal diagonal): the same branch for
+    // the whole warp, no divergence. Only the tiles on the diagonal and the last tile need the
+    // mask; two copies of the step, picked by one branch, because inside a single copy the
+    // compiler turns the mask into predicated instructions that every tile would issue.
+    const bool active = key0 < warp_end;
     if (active) {
-      if (key0 + BK > warp_full || key0 + BK > p.seq_k) scores_to_p(std::true_type{});
-      else scores_to_p(std::false_type{});
+      if (key0 + BK > warp_full || key0 + BK > p.seq_k) step(std::true_type{});
+      else step(std::false_type{});
     }
-    cp_async_wait<0>();  // V(t) has landed ...
-    __syncthreads();     // ... everyone's; everyone is done with K(t)
-    if (t + 1 < tiles)
-      copy_tile<kVec>(g2s_copy, tKg(_, _, _, t + 1), tKs, tKc, p.seq_k - (t + 1) * BK, p.head_dim,
-                      p.seq_k - (t + 1) * BK >= BK && full_d);
-    cp_async_fence();
-    // O += P V. A warp that skipped the tile multiplies zeros: keeping P V unconditional
-    // keeps P's registers out of a branch, which the compiler handles with fewer registers.
-    if (!active) clear(rP);
-    CUTE_UNROLL
-    for (int kk = 0; kk < size<2>(rVt); ++kk) mma_k_step(mma, s2r_v, sV_r, rV_r, rP, rVt, rO, kk);
+    // P V outside the branch (for every warp, zeros for a warp that skipped) keeps P out of
+    // the branch's registers, which matters where S and O nearly fill them (D = 128). Inside it
+    // (D = 64), the compiler interleaves P V's MMAs with the softmax's exponentials.
+    if constexpr (!C::kPvInBranch) {
+      if (!active) clear(rP);
+      pv();
+    }
+    cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
+    __syncthreads();     // ... everyone's; and nobody reads stage t % 2 any more
   }
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with Q's buffer, where O is staged
 
   // Epilogue: O / l rounded to 16 bits, staged in shared memory (Q's tile), written out with
   // the global copy's 16-byte chunks. A row that saw no key has l = 0: it writes 0, not 0/0.

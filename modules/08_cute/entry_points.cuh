@@ -1,7 +1,9 @@
 // Module 08, given: forward() and the host probes over the recipe of the file that includes
 // this one (exercise.cu or solutions/08_cute/recipe.cuh), which must define
-// attn::m08::ATTN_IMPL::Recipe first (one recipe per implementation: the CLI links both). The production configurations are module 07's (its README, section 5).
+// attn::m08::ATTN_IMPL::Recipe first (one recipe per implementation: the CLI links both).
 #pragma once
+
+#include <algorithm>
 
 #include "common/device/head_dim.cuh"
 #include "common/device/shared_memory.cuh"
@@ -10,15 +12,14 @@
 
 namespace attn::m08 {
 
-// D = 64: Q's fragments in registers; D = 128: re-read from shared memory (O and S already
-// take 192 of the 255 registers). 4 warps x 32 rows, 64-key tiles, 2 blocks per SM: module
-// 07's production configurations.
+// 4 warps x 32 rows, 64-key tiles, 2 blocks per SM (module 07's tiles), two stages; P V inside
+// the softmax's branch at D = 64 only (cute_kernel.cuh, Config).
 template <class T> using Config64 = Config<T, 64, 4, 64, 2, true>;
 template <class T> using Config128 = Config<T, 128, 4, 64, 2, false>;
 
 template <class Recipe, class C>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, int head_group = 0) {
   if (Status s = require_sm80("module 08"); !s) return s;  // common/device.h
   using T = typename C::T;
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
@@ -27,9 +28,13 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   const bool vec = p.head_dim % 8 == 0 && rows_aligned16(q, p.q, 2) &&
                    rows_aligned16(k, p.k, 2) && rows_aligned16(v, p.v, 2) &&
                    rows_aligned16(o, p.o, 2);
-  // Q (= O) tile plus one K and one V tile, 2 bytes an element.
-  constexpr int kSmemBytes = 2 * (C::kQueries + 2 * C::kKeys) * C::D;
-  using Kernel = void (*)(Problem, float, int, const T*, const T*, const T*, T*);
+  constexpr int kSmemBytes = C::kSmemBytes;
+  // Heads per group of the block order (cute_kernel.cuh): a quarter of the SM count, so that
+  // the 2 blocks per SM in flight hold about 8 query blocks of each head of a group.
+  const int heads_total = std::max(1, p.batch * p.heads);
+  if (head_group <= 0) head_group = std::max(1, current_sm_count() / 4);
+  head_group = std::min(head_group, heads_total);
+  using Kernel = void (*)(Problem, float, int, int, const T*, const T*, const T*, T*);
   static const Kernel kernels[2][2] = {  // [causal][vec]
       {cute_flash_kernel<Recipe, C, false, false>, cute_flash_kernel<Recipe, C, false, true>},
       {cute_flash_kernel<Recipe, C, true, false>, cute_flash_kernel<Recipe, C, true, true>}};
@@ -37,7 +42,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
       kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, kSmemBytes, stream>>>(
-      p, p.softmax_scale() * device::kLog2e, int(query_blocks), static_cast<const T*>(q),
+      p, p.softmax_scale() * device::kLog2e, int(query_blocks), head_group, static_cast<const T*>(q),
       static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o));
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
