@@ -32,13 +32,14 @@ using namespace cute;
 
 // One kernel configuration: D the padded head dim (head_dim <= D; padding columns are
 // zeros), kWarps warps of 32 query rows, kKeys keys per K/V tile, kMinBlocks blocks per SM
-// (caps the registers at 65536 / (kMinBlocks * 32 * kWarps)), kPvInBranch: P V inside the
-// warp's `if` around S and the softmax (see the kernel).
-template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kPvInBranch_>
+// (caps the registers at 65536 / (kMinBlocks * 32 * kWarps)), kQInRegisters: Q's fragments
+// loaded once (else re-read from shared memory for every tile, as module 07 does at D = 128,
+// where O and S already take 192 of the 255 registers).
+template <class T_, int D_, int kWarps_, int kKeys_, int kMinBlocks_, bool kQInRegisters_>
 struct Config {
   using T = T_;  // cute::half_t or cute::bfloat16_t
   static constexpr int D = D_, kWarps = kWarps_, kKeys = kKeys_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kPvInBranch = kPvInBranch_;
+  static constexpr bool kQInRegisters = kQInRegisters_;
   static constexpr int kThreads = 32 * kWarps, kWarpRows = 32, kQueries = kWarps * kWarpRows;
   // Shared memory: Q (later O), then K and V of two stages; 2 bytes an element.
   static constexpr int kSmemBytes = 2 * (kQueries + 4 * kKeys) * D;
@@ -182,8 +183,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor tKc = g2s.partition_S(make_identity_tensor(Shape<Int<BK>, Int<D>>{}));
 
   // The MMAs: this thread's fragments of Q, K, V^T, S and O, and the ldmatrix copies that fill
-  // the operand fragments from shared memory. Q's fragments are re-read for every tile: held
-  // for the whole loop they would take 32 (D = 64) or 64 (D = 128) more registers.
+  // the operand fragments from shared memory.
   auto mma = Recipe::template tiled_mma<T, C::kWarps>();
   auto thr_mma = mma.get_thread_slice(tid);
   Tensor rQ = thr_mma.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
@@ -227,6 +227,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   cp_async_fence();
   cp_async_wait<0>();
   __syncthreads();
+  if constexpr (C::kQInRegisters) copy(s2r_q, sQ_r, rQ_r);
   for (int t = 0; t < tiles; ++t) {
     // Tile t is complete in stage t % 2, and nobody reads the other stage any more (the
     // barrier that ended t - 1): tile t + 1 is copied there while this one is computed.
@@ -237,16 +238,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     Tensor sV_t = at(sV_r, t % 2);
     Tensor rS = partition_fragment_C(mma, Shape<Int<BQ>, Int<BK>>{});
     Tensor rP = make_tensor<T>(Recipe::accumulator_as_a(rS.layout()));
-    auto pv = [&] {  // O += P V
-      CUTE_UNROLL
-      for (int kk = 0; kk < size<2>(rVt); ++kk) mma_k_step(mma, s2r_v, sV_t, rV_r, rP, rVt, rO, kk);
-    };
-    // S = Q K^T, the online softmax and P (and P V with kPvInBranch), with or without the mask.
+    // S = Q K^T, the online softmax and P, with or without the mask.
     auto step = [&](auto with_mask) {
       clear(rS);
       CUTE_UNROLL
       for (int kk = 0; kk < size<2>(rK); ++kk) {  // one 16-wide k-step at a time
-        copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
+        if constexpr (!C::kQInRegisters) copy(s2r_q, sQ_r(_, _, kk), rQ_r(_, _, kk));
         mma_k_step(mma, s2r_k, sK_t, rK_r, rQ, rK, rS, kk);
       }
       // The online softmax (module 03, in base-2 units, module 07's register form) on S seen
@@ -282,7 +279,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       }
       // P: the S registers rounded to 16 bits, 2 at a time, already in the A operand's order.
       round_to_16bit(rS, rP);
-      if constexpr (C::kPvInBranch) pv();
     };
     // A warp skips the tiles none of its rows sees (the causal diagonal): the same branch for
     // the whole warp, no divergence. Only the tiles on the diagonal and the last tile need the
@@ -293,16 +289,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       if (key0 + BK > warp_full || key0 + BK > p.seq_k) step(std::true_type{});
       else step(std::false_type{});
     }
-    // P V outside the branch (for every warp, zeros for a warp that skipped) keeps P out of
-    // the branch's registers, which matters where S and O nearly fill them (D = 128). Inside it
-    // (D = 64), the compiler interleaves P V's MMAs with the softmax's exponentials.
-    if constexpr (!C::kPvInBranch) {
-      if (!active) clear(rP);
-      pv();
-    }
+    // O += P V, for every warp (P = 0 where the warp skipped the tile): inside the branch, P
+    // and V's fragments would take registers in both paths, and the kernel spills (README,
+    // section 5).
+    if (!active) clear(rP);
+    CUTE_UNROLL
+    for (int kk = 0; kk < size<2>(rVt); ++kk) mma_k_step(mma, s2r_v, sV_t, rV_r, rP, rVt, rO, kk);
     cp_async_wait<0>();  // tile t + 1 has landed (own copies) ...
     __syncthreads();     // ... everyone's; and nobody reads stage t % 2 any more
   }
+  __syncthreads();  // every warp is done with Q's tile, where O is staged (also with no tile)
 
   // Epilogue: O / l rounded to 16 bits, staged in shared memory (Q's tile), written out with
   // the global copy's 16-byte chunks. A row that saw no key has l = 0: it writes 0, not 0/0.

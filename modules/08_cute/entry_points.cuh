@@ -12,8 +12,8 @@
 
 namespace attn::m08 {
 
-// 4 warps x 32 rows, 64-key tiles, 2 blocks per SM (module 07's tiles), two stages; P V inside
-// the softmax's branch at D = 64 only (cute_kernel.cuh, Config).
+// 4 warps x 32 rows, 64-key tiles, 2 blocks per SM, two stages; Q's fragments in registers
+// at D = 64 only (module 07's tiles and its choice of Q; README, section 5).
 template <class T> using Config64 = Config<T, 64, 4, 64, 2, true>;
 template <class T> using Config128 = Config<T, 128, 4, 64, 2, false>;
 
@@ -28,7 +28,6 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   const bool vec = p.head_dim % 8 == 0 && rows_aligned16(q, p.q, 2) &&
                    rows_aligned16(k, p.k, 2) && rows_aligned16(v, p.v, 2) &&
                    rows_aligned16(o, p.o, 2);
-  constexpr int kSmemBytes = C::kSmemBytes;
   // Heads per group of the block order (cute_kernel.cuh): a quarter of the SM count, so that
   // the 2 blocks per SM in flight hold about 8 query blocks of each head of a group.
   const int heads_total = std::max(1, p.batch * p.heads);
@@ -39,9 +38,9 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
       {cute_flash_kernel<Recipe, C, false, false>, cute_flash_kernel<Recipe, C, false, true>},
       {cute_flash_kernel<Recipe, C, true, false>, cute_flash_kernel<Recipe, C, true, true>}};
   static const cudaError_t opt_in = device::allow_shared_memory(  // above 48 KB: once
-      kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
+      C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
-  kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, kSmemBytes, stream>>>(
+  kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       p, p.softmax_scale() * device::kLog2e, int(query_blocks), head_group, static_cast<const T*>(q),
       static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o));
   ATTN_CUDA_RETURN(cudaGetLastError());
