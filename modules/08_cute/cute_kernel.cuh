@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // Which (query block, batch, head). The (batch, head) pairs come in groups of head_group;
   // inside a group heads fast and the last query block first (module 07): the blocks on the
   // GPU at one time share the K/V of at most head_group heads, which stay in L2.
-  const int heads_total = p.batch * p.heads, first_bh = int(blockIdx.x / unsigned(head_group *
-                                                                              query_blocks)) * head_group;
+  const int heads_total = p.batch * p.heads;
+  const int first_bh = int(blockIdx.x / unsigned(head_group * query_blocks)) * head_group;
   const int group_heads = min(head_group, heads_total - first_bh);
   const int in_group = int(blockIdx.x) - first_bh * query_blocks;
   const int query_block = query_blocks - 1 - in_group / group_heads;
@@ -219,8 +219,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // K and V tile t into stage t % 2 (rows past seq_k become zeros).
   auto copy_kv = [&](int t) {
     const int rows = p.seq_k - t * BK;
-    copy_tile<kVec>(g2s_copy, tKg(_, _, _, t), at(tKs, t % 2), tKc, rows, p.head_dim, rows >= BK && full_d);
-    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), at(tVs, t % 2), tKc, rows, p.head_dim, rows >= BK && full_d);
+    const bool whole = rows >= BK && full_d;
+    copy_tile<kVec>(g2s_copy, tKg(_, _, _, t), at(tKs, t % 2), tKc, rows, p.head_dim, whole);
+    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), at(tVs, t % 2), tKc, rows, p.head_dim, whole);
   };
   copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim, p.seq_q - q0 >= BQ && full_d);
   if (tiles > 0) copy_kv(0);

@@ -41,8 +41,9 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-      p, p.softmax_scale() * device::kLog2e, int(query_blocks), head_group, static_cast<const T*>(q),
-      static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o));
+      p, p.softmax_scale() * device::kLog2e, int(query_blocks), head_group,
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+      static_cast<T*>(o));
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
