@@ -9,6 +9,13 @@
 #                                         compute-sanitizer memcheck/racecheck/synccheck)
 #   scripts/gpu_session.sh bench 2,3,4    the benchmark sweep for those modules, then PyTorch
 #                                         SDPA (fp32, memory-efficient) on the same shapes
+#   scripts/gpu_session.sh backward [N,N] module 11 alone: bench_11 and PyTorch's FLASH and
+#                                         cuDNN backward on the same shapes (timed first, alone
+#                                         on the GPU), then check_11, the untouched starter's
+#                                         grade_11 and memcheck/racecheck/synccheck side by side
+#                                         (ATTN_SANITIZER_SECONDS each, default 150; bench_11:
+#                                         ATTN_BENCH_SECONDS, default 900); uses the binaries in
+#                                         build/release when they are there
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-build/gpu_session}"
@@ -89,9 +96,47 @@ phase_bench() {
     --backends efficient --merge-into "$OUT/bench.json" 2>&1 | tee "$OUT/torch.txt"
 }
 
+phase_backward() {
+  local seqs="${1:-1024,4096,16384}" bin=build/release sanitizer
+  if [[ ! -x $bin/bench_11 || ! -x $bin/check_11 || ! -x $bin/grade_11 ]]; then
+    ./course build release >"$OUT/build11.log" 2>&1 || { tail -30 "$OUT/build11.log"; exit 1; }
+  fi
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  {
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
+  } >"$OUT/checks.txt" 2>&1
+  step "bench_11 (seqs $seqs)"
+  timeout "${ATTN_BENCH_SECONDS:-900}" $bin/bench_11 --seqs "$seqs" --dims 64,128 --rows-max-seq 0 \
+    --out "$OUT/bench11.json" 2>&1 | tee "$OUT/bench11.txt"
+  step "PyTorch SDPA backward, FLASH and cuDNN, same shapes"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_torch_backward.py --seqs ${seqs//,/ } --dims 64 128 \
+    --backends flash,cudnn --out "$OUT/torch11.json" >"$OUT/torch11.txt" 2>&1
+  tail -30 "$OUT/torch11.txt"
+  step "grader, starter, sanitizers"
+  mkdir -p "$OUT/logs"
+  local t="${ATTN_SANITIZER_SECONDS:-150}"
+  ( timeout "$t" $bin/check_11 >"$OUT/logs/check_11.txt" 2>&1
+    echo "check_11 exit $?" >>"$OUT/logs/check_11.txt"
+    timeout "$t" $bin/grade_11 >"$OUT/logs/grade_11.txt" 2>&1
+    echo "grade_11 exit $?" >>"$OUT/logs/grade_11.txt" ) &
+  for tool in memcheck racecheck synccheck; do
+    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout "$t" \
+        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_11 >"$OUT/logs/$tool.txt" 2>&1
+      echo "$tool exit $? (124: stopped at ATTN_SANITIZER_SECONDS)" >>"$OUT/logs/$tool.txt" ) &
+  done
+  wait
+  for f in check_11 grade_11 memcheck racecheck synccheck; do
+    echo "--- $f"
+    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
+  done | tee -a "$OUT/checks.txt"
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+}
+
 case "${1:-check}" in
   check) phase_check ;;
   verify) phase_verify ;;
   bench) phase_bench "${2:-}" ;;
-  *) echo "usage: $0 check | verify | bench [modules]" >&2; exit 2 ;;
+  backward) phase_backward "${2:-}" ;;
+  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs]" >&2; exit 2 ;;
 esac

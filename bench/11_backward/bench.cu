@@ -4,7 +4,8 @@
 //   fwd      the forward with its log-sum-exp (module 07's kernel with the SaveLse hook);
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
 //   fwd+bwd  both, as a training step runs them.
-// Rungs: wgmma (Hopper's warpgroup MMA), mma_sync (the FlashAttention-2 backward of
+// Rungs: wgmma (Hopper's warpgroup MMA, dQ added by bulk reductions), wgmma_atomics (the same
+// kernel with dQ added by float2 atomics), mma_sync (the FlashAttention-2 backward of
 // backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks (its neighbouring
 // configurations), rows (the readable kernels; short sequences only: slow). Each record says
 // whether it is the kernel the module's entry runs for the shape ("picked": fastest_path).
@@ -45,16 +46,22 @@ void check_status(const Status& s) {
   if (!s) throw std::runtime_error(s.message());
 }
 
-// The rows and mma.sync rungs as backward entries, so that the runner checks them like any
-// module (the module's own entry runs the fastest kernel: wgmma on an H100).
-template <m11::Path kPath>
+// The rungs as backward entries, so that the runner checks them like any module (the module's
+// own entry runs the fastest kernel for the shape, Path::fastest). H64, H128: the wgmma
+// kernel's configurations (dQ by bulk reductions, or by atomics).
+template <m11::Path kPath, class H64 = m11::HopperBwdConfig<64>, class H128 = m11::HopperBwdConfig<128>>
 Status backward_on(const Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const void* dout, const float* lse, void* dq, void* dk,
                    void* dv, cudaStream_t stream) {
-  return m11::backward<Steps>(p, q, k, v, o, dout, lse, dq, dk, dv, stream, kPath);
+  return m11::backward<Steps, m11::Production64, m11::Production128, H64, H128>(
+      p, q, k, v, o, dout, lse, dq, dk, dv, stream, kPath);
 }
 const BackwardEntry rows_entry{m11::forward_lse<Steps>, backward_on<m11::Path::rows>};
 const BackwardEntry mma_sync_entry{m11::forward_lse<Steps>, backward_on<m11::Path::tensor_cores>};
+const BackwardEntry wgmma_entry{m11::forward_lse<Steps>, backward_on<m11::Path::hopper>};
+const BackwardEntry wgmma_atomics_entry{
+    m11::forward_lse<Steps>, backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>,
+                                         m11::HopperBwdConfig<128, false>>};
 
 // Worst relative L2 error over O, dQ, dK, dV; -1 when a check fails.
 double check(const Kernel& kern, const Problem& p) {
@@ -88,14 +95,18 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", info.name.c_str());
     const Kernel* solution = find_kernel(11, Impl::solution);
     if (!solution || !solution->backward) throw std::runtime_error("module 11 is not linked in");
-    Kernel rows = *solution, mma_sync = *solution;
+    Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_atomics = *solution;
     rows.backward = &rows_entry;
     mma_sync.backward = &mma_sync_entry;
-    const char* fastest = m11::hopper_available() ? "wgmma" : "mma_sync";
+    wgmma.backward = &wgmma_entry;
+    wgmma_atomics.backward = &wgmma_atomics_entry;
     bool all_ok = true;
     std::vector<json::Object> checks;
-    for (const auto& [name, kern] : {std::pair<const char*, const Kernel*>{fastest, solution},
-                                     {"mma_sync", &mma_sync}, {"rows", &rows}})
+    std::vector<std::pair<const char*, const Kernel*>> checked = {
+        {"module", solution}, {"mma_sync", &mma_sync}, {"rows", &rows}};
+    if (m11::hopper_available())
+      checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_atomics", &wgmma_atomics}});
+    for (const auto& [name, kern] : checked)
       for (DType t : {DType::bf16, DType::f16})
         for (Problem p : {Problem::make(2, 4, 1000, 333, 128, true, Layout::BSHD, 2),
                           Problem::make(1, 3, 65, 1000, 64, false), Problem::make(1, 2, 300, 17, 80, true)}) {
@@ -135,14 +146,14 @@ int main(int argc, char** argv) {
           using Keys64 = std::pair<BwdConfig<64, 64, 64, 2>, BwdConfig<128, 64, 64, 2>>;
           using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
           std::vector<std::string> rungs = {"mma_sync", "keys64", "two_blocks", "rows"};
-          if (m11::hopper_available()) rungs.insert(rungs.begin(), "wgmma");
+          if (m11::hopper_available()) rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics"});
           for (const std::string& rung : rungs) {
             if (rung == "rows" && n > rows_max_seq) continue;
             if (rung == "two_blocks" && d != 64) continue;
             if ((rung == "keys64" || rung == "two_blocks") && n != 4096 && n != 16384) continue;
-            const m11::Path path = rung == "rows"       ? m11::Path::rows
-                                   : rung == "wgmma"    ? m11::Path::hopper
-                                                        : m11::Path::tensor_cores;
+            const m11::Path path = rung == "rows"                 ? m11::Path::rows
+                                   : rung.rfind("wgmma", 0) == 0 ? m11::Path::hopper
+                                                                  : m11::Path::tensor_cores;
             auto bwd = [&](cudaStream_t s) {
               auto args = std::make_tuple(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
                                           lse.get(), dq.get(), dk.get(), dv.get(), s, path);
@@ -150,6 +161,11 @@ int main(int argc, char** argv) {
                 check_status(std::apply(m11::backward<Steps, Keys64::first_type, Keys64::second_type>, args));
               else if (rung == "two_blocks")
                 check_status(std::apply(m11::backward<Steps, TwoBlocks::first_type, TwoBlocks::second_type>, args));
+              else if (rung == "wgmma_atomics")
+                check_status(std::apply(
+                    m11::backward<Steps, m11::Production64, m11::Production128,
+                                  m11::HopperBwdConfig<64, false>, m11::HopperBwdConfig<128, false>>,
+                    args));
               else
                 check_status(std::apply(m11::backward<Steps>, args));
             };
@@ -171,6 +187,7 @@ int main(int argc, char** argv) {
                                   .add("bwd_tflops", tf[1]).add("fwd_bwd_tflops", tf[2])
                                   // the kernel the module's own entry (Path::fastest) runs here
                                   .add("picked", rung != "keys64" && rung != "two_blocks" &&
+                                                     rung != "wgmma_atomics" &&
                                                      path == m11::fastest_path(p)));
           }
         }

@@ -136,6 +136,24 @@ __device__ inline void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
+// Adds `bytes` (a multiple of 16) of fp32 values from shared memory at `src` to global memory
+// at `dst` (16-byte aligned), element by element: one bulk reduction, done by the copy engine
+// and the L2, each addition atomic. Completion is tracked per thread with bulk groups, as for
+// tma_store_4d (commit with tma_store_commit).
+__device__ inline void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                   __cvta_generic_to_global(dst)),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+// Waits until at most `kPending` of this thread's bulk groups may still read shared memory.
+template <int kPending>
+__device__ inline void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+// Waits until all of this thread's bulk groups are complete (their writes done).
+__device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory that the copy engine or the tensor cores read next must be
 // ordered before them: each writing thread fences, then the threads synchronise.
 __device__ inline void fence_shared_for_async_proxy() {

@@ -15,6 +15,11 @@
 //                             takes columns 64w .. 64w + 63 over all 128 keys; D = 64: all
 //                             columns over its own 64 keys (two partial sums per tile)
 //
+// Every key block adds its share of dQ into one fp32 buffer. kDqBulk: each warpgroup stores its
+// 64 x 64 block of dQ in shared memory and one thread adds the whole block to the buffer with
+// one bulk reduction (cp.reduce.async.bulk: the copy engine reads shared memory, the L2 adds);
+// else every thread adds its accumulators with float2 atomics, 16 per thread and tile.
+//
 // The difference from mma.sync: the tensor cores read the shared-memory operands themselves;
 // no ldmatrix moves them through registers first, which is what limited the mma.sync kernel
 // (its shared-memory pipe, not its tensor cores, was the busiest unit). Tiles are stored in
@@ -43,19 +48,23 @@
 
 namespace attn::m11 {
 
-template <int D_>
+template <int D_, bool kDqBulk_ = true>
 struct HopperBwdConfig {
   static constexpr int D = D_;
+  static constexpr bool kDqBulk = kDqBulk_;
   static constexpr int kKeys = 128, kQueries = 64, kThreads = 256;
   static constexpr int kPanels = D / 64;  // 64 16-bit columns = one 128-byte row
   // D = 128: dQ split by columns between the warpgroups; D = 64: by keys.
   static constexpr bool kDqByColumns = D == 128;
-  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2].
+  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2] |
+  // with kDqBulk, a 64 x 64 fp32 dQ block per warpgroup and step parity (the buffer one step
+  // ago's reduction may still be reading is not written).
   static constexpr int kTileK = kKeys * D * 2, kTileQ = kQueries * D * 2;
   static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
   static constexpr int kdS = kdO + 2 * kTileQ;
   static constexpr int kRows = kdS + kQueries * kKeys * 2;
-  static constexpr int kSmemBytes = kRows + 4 * kQueries * 4 + 1024;  // + alignment slack
+  static constexpr int kDqBlock = 64 * 64 * 4, kDqStage = kRows + 4 * kQueries * 4;
+  static constexpr int kSmemBytes = kDqStage + (kDqBulk ? 4 * kDqBlock : 0) + 1024;  // + slack
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };
@@ -201,10 +210,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
     }
     // dS stored [query][key] (the A operand of dQ = dS K, K-major): each element goes to its
-    // transposed place, 16 bits at a time.
+    // transposed place, 16 bits at a time. The 32 addresses are the same at every step: the
+    // thread's coordinates are hidden from the compiler per step, else it computes the
+    // addresses once and keeps them live (spilled) across the key loop.
+    int ds_key = key_row, ds_query = 2 * tq;
+    asm volatile("" : "+r"(ds_key), "+r"(ds_query));
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-      const int key = key_row + 8 * ((i % 4) / 2), query = 8 * (i / 4) + 2 * tq + (i % 2);
+      const int key = ds_key + 8 * ((i % 4) / 2), query = 8 * (i / 4) + ds_query + (i % 2);
       const uint32_t at = sdS + panel_offset<BR>(query, key / 8) + (key % 8) * 2;
       const uint32_t bits = pack16<T>(dp[i], 0.0f) & 0xffffu;
       asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(uint16_t(bits)) : "memory");
@@ -260,12 +273,38 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence_registers(dv);
     fence_registers(dk);
     const int col0 = C::kDqByColumns ? 64 * wg : 0;
+    if constexpr (C::kDqBulk) {
+      // The warpgroup's block in the global layout (dq_block_offset), then one bulk reduction
+      // of all 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros.
+      const uint32_t block = s_base + C::kDqStage + (2 * wg + stage) * C::kDqBlock;
+      // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so the
+      // chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is hidden from
+      // the compiler per step, else it keeps all 16 addresses live across the key loop.
+      uint32_t row_base = block + (16 * warp + g) * 256 + 8 * tq + 32 * g;
+      asm volatile("" : "+r"(row_base));
 #pragma unroll
-    for (int i = 0; i < 32; i += 2) {
-      const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
-      if (row >= p.seq_q) continue;
-      float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
-      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+      for (int i = 0; i < 32; i += 2) {
+        const uint32_t at = (row_base + 2048 * ((i % 4) / 2)) ^ (32 * (i / 4));
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at), "f"(dq[i]), "f"(dq[i + 1])
+                     : "memory");
+      }
+      fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
+      named_barrier_sync(1 + wg, 128);
+      if (threadIdx.x % 128 == 0) {
+        bulk_reduce_add_f32(dq_sum + a.row(b, h, q0) * D + col0 * 64, block, C::kDqBlock);
+        tma_store_commit();
+        // The reduction of the step before has read its buffer, which the next step writes
+        // (after the barrier that opens it).
+        bulk_wait_read<1>();
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
+        if (row >= p.seq_q) continue;
+        float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
+        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+      }
     }
   }
   device::cp_async_wait<0>();
@@ -284,6 +323,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   store_dk_dv<BC, D, C::kThreads, kVec>(p, b, kvh, k0, smem + C::kK, smem + C::kV,
                                         [](int row, int chunk) { return panel_offset<BC>(row, chunk); },
                                         a.dk, a.dv);
+  if (C::kDqBulk && threadIdx.x % 128 == 0) bulk_wait_all();  // shared memory stays until then
 #else
   (void)a, (void)key_blocks, (void)dq_sum;
 #endif

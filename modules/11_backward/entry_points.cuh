@@ -198,7 +198,12 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
                                            stream>>>(a, key_blocks, scratch.dq_sum);
   ATTN_CUDA_RETURN(cudaGetLastError());
   const int64_t total = int64_t(p.batch) * p.heads * p.seq_q * D;
-  store_dq_kernel<T, D><<<unsigned((total + 255) / 256), 256, 0, stream>>>(a, scratch.dq_sum, total);
+  constexpr bool kBlocked = [] {  // the wgmma kernel's bulk reductions add 64 x 64 blocks
+    if constexpr (kHopper) return C::kDqBulk;
+    else return false;
+  }();
+  store_dq_kernel<T, D, kBlocked>
+      <<<unsigned((total + 255) / 256), 256, 0, stream>>>(a, scratch.dq_sum, total);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
@@ -214,9 +219,10 @@ inline Path fastest_path(const Problem& p) {
   return Path::tensor_cores;
 }
 
-// C64, C128: the tensor-core kernel's configurations for head dims up to 64 and up to 128
-// (the benchmark's ladder times others).
-template <class Steps, class C64 = Production64, class C128 = Production128>
+// C64, C128: the mma.sync kernel's configurations for head dims up to 64 and up to 128; H64,
+// H128: the wgmma kernel's (the benchmark's ladder times others).
+template <class Steps, class C64 = Production64, class C128 = Production128,
+          class H64 = HopperBwdConfig<64>, class H128 = HopperBwdConfig<128>>
 Status backward(const Problem& p, const void* q, const void* k, const void* v, const void* o,
                 const void* dout, const float* lse, void* dq, void* dk, void* dv,
                 cudaStream_t stream, Path path = Path::fastest) {
@@ -247,7 +253,8 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
         if (path == Path::tensor_cores)
           return launch_tensor_cores<Steps, T, C, false>(a, scratch, stream);
         if (path == Path::hopper)
-          return launch_tensor_cores<Steps, T, HopperBwdConfig<D>, true>(a, scratch, stream);
+          return launch_tensor_cores<Steps, T, std::conditional_t<D == 64, H64, H128>, true>(
+              a, scratch, stream);
       }
       dkdv_rows_kernel<Steps, T, D>
           <<<row_grid(p.seq_k, int64_t(p.batch) * p.kv_heads), kRowThreads, 0, stream>>>(

@@ -163,10 +163,20 @@ __global__ void __launch_bounds__(kRowThreads) dq_rows_kernel(RowsArgs<T> a, int
   Steps::template dq_for_query<T, D>(a, bh / a.p.heads, bh % a.p.heads, i);
 }
 
-// dQ = scale * (the fp32 sums of dS K the tensor-core kernel added up, [bh][rows_pad][D]),
-// rounded to T: one thread per element.
-template <class T, int D>
+// The blocked layout of the dQ sums that the wgmma kernel adds with bulk reductions
+// (backward_hopper.cuh): the 64 x D values of a query tile are D / 64 blocks of 64 x 64
+// floats, each block 16 KB in one piece, so that one bulk reduction adds a whole block. Inside
+// a block, the 8-float chunk c / 8 of row r sits at chunk (c / 8) ^ (r % 8): the float2 stores
+// of the accumulators (8 rows x 4 lanes per warp) then fall in 32 different banks.
+__host__ __device__ inline int dq_block_offset(int r, int c) {
+  return r * 64 + (((c / 8) ^ (r % 8)) * 8) + c % 8;
+}
+
+// dQ = scale * (the fp32 sums of dS K the tensor-core kernel added up, [bh][rows_pad][D], row
+// by row, or kBlocked: in the blocks of dq_block_offset), rounded to T: one thread per element.
+template <class T, int D, bool kBlocked = false>
 __global__ void store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum, int64_t total) {
+  static_assert(!kBlocked || (D % 64 == 0 && kRowPad % 64 == 0), "whole 64 x 64 blocks");
   const Problem& p = a.p;
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= total) return;  // total = batch * heads * seq_q * D
@@ -176,8 +186,10 @@ __global__ void store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum,
   const int bh = int(r / p.seq_q);
   if (d >= p.head_dim) return;
   const int b = bh / p.heads, h = bh % p.heads;
-  a.dq[Problem::offset(p.q, b, h, i) + d] =
-      from_float<T>(dq_sum[(int64_t(bh) * a.rows_pad + i) * D + d] * a.scale);
+  const int64_t at = kBlocked ? (int64_t(bh) * a.rows_pad + i / 64 * 64) * D + d / 64 * 4096 +
+                                  dq_block_offset(i % 64, d % 64)
+                             : (int64_t(bh) * a.rows_pad + i) * D + d;
+  a.dq[Problem::offset(p.q, b, h, i) + d] = from_float<T>(dq_sum[at] * a.scale);
 }
 
 }  // namespace attn::m11
