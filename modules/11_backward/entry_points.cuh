@@ -211,7 +211,8 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
 // The kernel Path::fastest runs, from the measurements of bench_11 on the H100 (README,
 // section 5): the wgmma kernel at D = 128 once a block walks at least 64 query tiles (its
 // pipeline starts slower: at N = 1024 and 2048 the mma.sync kernel is ahead), the mma.sync
-// kernel at D = 64 (where the wgmma kernel adds twice the dQ atomics and gains nothing).
+// kernel at D = 64 (where the wgmma kernel adds two partial dQ sums per tile and gains
+// nothing: level with mma.sync without the mask, behind it with the mask).
 inline Path fastest_path(const Problem& p) {
   if (p.dtype == DType::f32) return Path::rows;
   const int64_t rows_per_block = int64_t(p.heads / p.kv_heads) * p.seq_q;
