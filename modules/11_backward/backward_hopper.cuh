@@ -57,8 +57,8 @@ struct HopperBwdConfig {
   // D = 128: dQ split by columns between the warpgroups; D = 64: by keys.
   static constexpr bool kDqByColumns = D == 128;
   // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2] |
-  // with kDqBulk, a 64 x 64 fp32 dQ block per warpgroup and step parity (the buffer one step
-  // ago's reduction may still be reading is not written).
+  // with kDqBulk, two 64 x 64 fp32 dQ blocks per warpgroup, used by alternate steps: a step
+  // never writes the block that the reduction issued one step before may still be reading.
   static constexpr int kTileK = kKeys * D * 2, kTileQ = kQueries * D * 2;
   static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
   static constexpr int kdS = kdO + 2 * kTileQ;
@@ -323,7 +323,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   store_dk_dv<BC, D, C::kThreads, kVec>(p, b, kvh, k0, smem + C::kK, smem + C::kV,
                                         [](int row, int chunk) { return panel_offset<BC>(row, chunk); },
                                         a.dk, a.dv);
-  if (C::kDqBulk && threadIdx.x % 128 == 0) bulk_wait_all();  // shared memory stays until then
+  if constexpr (C::kDqBulk) {
+    if (threadIdx.x % 128 == 0) bulk_wait_all();  // the block's shared memory outlives the reads
+  }
 #else
   (void)a, (void)key_blocks, (void)dq_sum;
 #endif
