@@ -5,7 +5,8 @@
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
 //   fwd+bwd  both, as a training step runs them.
 // Rungs: wgmma (Hopper's warpgroup MMA, dQ added by bulk reductions), wgmma_atomics (the same
-// kernel with dQ added by float2 atomics), mma_sync (the FlashAttention-2 backward of
+// kernel with dQ added by float2 atomics, split by columns at D = 128), wgmma_columns (bulk
+// reductions, dQ split by columns at D = 128), mma_sync (the FlashAttention-2 backward of
 // backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks (its neighbouring
 // configurations), rows (the readable kernels; short sequences only: slow). Each record says
 // whether it is the kernel the module's entry runs for the shape ("picked": fastest_path).
@@ -59,9 +60,16 @@ Status backward_on(const Problem& p, const void* q, const void* k, const void* v
 const BackwardEntry rows_entry{m11::forward_lse<Steps>, backward_on<m11::Path::rows>};
 const BackwardEntry mma_sync_entry{m11::forward_lse<Steps>, backward_on<m11::Path::tensor_cores>};
 const BackwardEntry wgmma_entry{m11::forward_lse<Steps>, backward_on<m11::Path::hopper>};
+// The wgmma kernel's other forms: dQ by float2 atomics, and at D = 128 dQ split by columns
+// between the warpgroups (after a block-wide barrier) instead of by keys.
+using AtomicsD128 = m11::HopperBwdConfig<128, false, true>;
+using ColumnsD128 = m11::HopperBwdConfig<128, true, true>;
 const BackwardEntry wgmma_atomics_entry{
-    m11::forward_lse<Steps>, backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>,
-                                         m11::HopperBwdConfig<128, false>>};
+    m11::forward_lse<Steps>,
+    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>, AtomicsD128>};
+const BackwardEntry wgmma_columns_entry{
+    m11::forward_lse<Steps>,
+    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64>, ColumnsD128>};
 
 // Worst relative L2 error over O, dQ, dK, dV; -1 when a check fails.
 double check(const Kernel& kern, const Problem& p) {
@@ -95,17 +103,20 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", info.name.c_str());
     const Kernel* solution = find_kernel(11, Impl::solution);
     if (!solution || !solution->backward) throw std::runtime_error("module 11 is not linked in");
-    Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_atomics = *solution;
+    Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_atomics = *solution,
+           wgmma_columns = *solution;
     rows.backward = &rows_entry;
     mma_sync.backward = &mma_sync_entry;
     wgmma.backward = &wgmma_entry;
     wgmma_atomics.backward = &wgmma_atomics_entry;
+    wgmma_columns.backward = &wgmma_columns_entry;
     bool all_ok = true;
     std::vector<json::Object> checks;
     std::vector<std::pair<const char*, const Kernel*>> checked = {
         {"module", solution}, {"mma_sync", &mma_sync}, {"rows", &rows}};
     if (m11::hopper_available())
-      checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_atomics", &wgmma_atomics}});
+      checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_atomics", &wgmma_atomics},
+                                           {"wgmma_columns", &wgmma_columns}});
     for (const auto& [name, kern] : checked)
       for (DType t : {DType::bf16, DType::f16})
         for (Problem p : {Problem::make(2, 4, 1000, 333, 128, true, Layout::BSHD, 2),
@@ -146,10 +157,12 @@ int main(int argc, char** argv) {
           using Keys64 = std::pair<BwdConfig<64, 64, 64, 2>, BwdConfig<128, 64, 64, 2>>;
           using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
           std::vector<std::string> rungs = {"mma_sync", "keys64", "two_blocks", "rows"};
-          if (m11::hopper_available()) rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics"});
+          if (m11::hopper_available())
+            rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics", "wgmma_columns"});
           for (const std::string& rung : rungs) {
             if (rung == "rows" && n > rows_max_seq) continue;
             if (rung == "two_blocks" && d != 64) continue;
+            if (rung == "wgmma_columns" && d != 128) continue;  // D = 64 splits dQ by keys
             if ((rung == "keys64" || rung == "two_blocks") && n != 4096 && n != 16384) continue;
             const m11::Path path = rung == "rows"                 ? m11::Path::rows
                                    : rung.rfind("wgmma", 0) == 0 ? m11::Path::hopper
@@ -164,7 +177,12 @@ int main(int argc, char** argv) {
               else if (rung == "wgmma_atomics")
                 check_status(std::apply(
                     m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64, false>, m11::HopperBwdConfig<128, false>>,
+                                  m11::HopperBwdConfig<64, false>, AtomicsD128>,
+                    args));
+              else if (rung == "wgmma_columns" && d == 128)
+                check_status(std::apply(
+                    m11::backward<Steps, m11::Production64, m11::Production128,
+                                  m11::HopperBwdConfig<64>, ColumnsD128>,
                     args));
               else
                 check_status(std::apply(m11::backward<Steps>, args));
@@ -188,6 +206,7 @@ int main(int argc, char** argv) {
                                   // the kernel the module's own entry (Path::fastest) runs here
                                   .add("picked", rung != "keys64" && rung != "two_blocks" &&
                                                      rung != "wgmma_atomics" &&
+                                                     rung != "wgmma_columns" &&
                                                      path == m11::fastest_path(p)));
           }
         }

@@ -48,14 +48,19 @@
 
 namespace attn::m11 {
 
-template <int D_, bool kDqBulk_ = true>
+template <int D_, bool kDqBulk_ = true, bool kDqByColumns_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_;
   static constexpr bool kDqBulk = kDqBulk_;
   static constexpr int kKeys = 128, kQueries = 64, kThreads = 256;
   static constexpr int kPanels = D / 64;  // 64 16-bit columns = one 128-byte row
-  // D = 128: dQ split by columns between the warpgroups; D = 64: by keys.
-  static constexpr bool kDqByColumns = D == 128;
+  // How the warpgroups share dQ = dS K. By keys: each multiplies its own 64 keys' dS by all
+  // D columns of K, 64 columns at a time, and adds a partial sum (two per element and tile);
+  // it needs only its own dS, so no barrier across the warpgroups. By columns (D = 128 only):
+  // warpgroup w takes columns 64w .. 64w + 63 over all 128 keys, one sum per element and tile,
+  // after a block-wide barrier (it reads the other warpgroup's dS).
+  static constexpr bool kDqByColumns = kDqByColumns_;
+  static constexpr int kDqBlocks = kDqByColumns ? 1 : D / 64;  // 64-column blocks a warpgroup adds
   // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2] |
   // with kDqBulk, two 64 x 64 fp32 dQ blocks per warpgroup, used by alternate steps: a step
   // never writes the block that the reduction issued one step before may still be reading.
@@ -66,6 +71,7 @@ struct HopperBwdConfig {
   static constexpr int kDqBlock = 64 * 64 * 4, kDqStage = kRows + 4 * kQueries * 4;
   static constexpr int kSmemBytes = kDqStage + (kDqBulk ? 4 * kDqBlock : 0) + 1024;  // + slack
   static_assert(D == 64 || D == 128, "D is 64 or 128");
+  static_assert(!kDqByColumns || D == 128, "by columns: two 64-column halves");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };
 
@@ -255,55 +261,67 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     } else {
       named_barrier_sync(1 + wg, 128);  // its own 64 keys only
     }
-    float dq[32];
-    constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
-    wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kDqSteps; ++kk) {
-      const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
-      const uint64_t sa =
-          matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
-      const uint32_t k_panel = C::kDqByColumns ? wg * BC * 128 : 0;  // d columns 64 wg ..
-      const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
-      Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();  // dV, dK and dQ
-    fence_registers(dq);
-    fence_registers(dv);
-    fence_registers(dk);
-    const int col0 = C::kDqByColumns ? 64 * wg : 0;
-    if constexpr (C::kDqBulk) {
-      // The warpgroup's block in the global layout (dq_block_offset), then one bulk reduction
-      // of all 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros.
-      const uint32_t block = s_base + C::kDqStage + (2 * wg + stage) * C::kDqBlock;
-      // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so the
-      // chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is hidden from
-      // the compiler per step, else it keeps all 16 addresses live across the key loop.
-      uint32_t row_base = block + (16 * warp + g) * 256 + 8 * tq + 32 * g;
-      asm volatile("" : "+r"(row_base));
+    for (int c = 0; c < C::kDqBlocks; ++c) {  // one 64-column block of dQ at a time
+      float dq[32];
+      constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
+      wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        const uint32_t at = (row_base + 2048 * ((i % 4) / 2)) ^ (32 * (i / 4));
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at), "f"(dq[i]), "f"(dq[i + 1])
-                     : "memory");
+      for (int kk = 0; kk < kDqSteps; ++kk) {
+        const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
+        const uint64_t sa =
+            matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
+        const uint32_t k_panel = (C::kDqByColumns ? wg : c) * BC * 128;  // d columns 64 (w or c) ..
+        const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
+        Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
       }
-      fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
-      named_barrier_sync(1 + wg, 128);
-      if (threadIdx.x % 128 == 0) {
-        bulk_reduce_add_f32(dq_sum + a.row(b, h, q0) * D + col0 * 64, block, C::kDqBlock);
-        tma_store_commit();
-        // The reduction of the step before has read its buffer, which the next step writes
-        // (after the barrier that opens it).
-        bulk_wait_read<1>();
+      wgmma_commit();
+      // Block c > 0 reuses the buffer of block c at the step before: thread 0 waited for its
+      // reduction to read it after issuing block c - 1 (below); the warpgroup learns it here.
+      if (C::kDqBulk && C::kDqBlocks > 1 && c > 0) named_barrier_sync(1 + wg, 128);
+      wgmma_wait<0>();  // dQ (and, for the first block, dV and dK)
+      fence_registers(dq);
+      if (c == 0) {
+        fence_registers(dv);
+        fence_registers(dk);
       }
-    } else {
+      const int col0 = 64 * (C::kDqByColumns ? wg : c);
+      if constexpr (C::kDqBulk) {
+        // The block in the global layout (dq_block_offset), then one bulk reduction of all
+        // 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros. The
+        // buffer: with one block per step, the step's parity; with more, the block's number.
+        const int slot = C::kDqBlocks == 1 ? stage : c;
+        const uint32_t block = s_base + C::kDqStage + (2 * wg + slot) * C::kDqBlock;
+        // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so
+        // the chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is
+        // hidden from the compiler per step, else it keeps all 16 addresses live across the
+        // key loop.
+        uint32_t row_base = block + (16 * warp + g) * 256 + 8 * tq + 32 * g;
+        asm volatile("" : "+r"(row_base));
 #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
-        if (row >= p.seq_q) continue;
-        float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
-        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+        for (int i = 0; i < 32; i += 2) {
+          const uint32_t at = (row_base + 2048 * ((i % 4) / 2)) ^ (32 * (i / 4));
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at), "f"(dq[i]), "f"(dq[i + 1])
+                       : "memory");
+        }
+        fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
+        named_barrier_sync(1 + wg, 128);
+        if (threadIdx.x % 128 == 0) {
+          bulk_reduce_add_f32(dq_sum + a.row(b, h, q0) * D + col0 * 64, block, C::kDqBlock);
+          tma_store_commit();
+          // The reduction before this one has read its buffer, which is written next: by the
+          // next block of this step, or (one block per step) by the next step, each after a
+          // barrier.
+          bulk_wait_read<1>();
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; i += 2) {
+          const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
+          if (row >= p.seq_q) continue;
+          float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
+          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+        }
       }
     }
   }
