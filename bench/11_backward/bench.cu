@@ -5,8 +5,8 @@
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
 //   fwd+bwd  both, as a training step runs them.
 // Rungs: wgmma (Hopper's warpgroup MMA, dQ added by bulk reductions), wgmma_atomics (the same
-// kernel with dQ added by float2 atomics, split by columns at D = 128), wgmma_columns (bulk
-// reductions, dQ split by columns at D = 128), mma_sync (the FlashAttention-2 backward of
+// kernel with dQ added by float2 atomics), wgmma_keys (at D = 128, dQ split by keys between
+// the warpgroups instead of by columns), mma_sync (the FlashAttention-2 backward of
 // backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks (its neighbouring
 // configurations), rows (the readable kernels; short sequences only: slow). Each record says
 // whether it is the kernel the module's entry runs for the shape ("picked": fastest_path).
@@ -60,16 +60,15 @@ Status backward_on(const Problem& p, const void* q, const void* k, const void* v
 const BackwardEntry rows_entry{m11::forward_lse<Steps>, backward_on<m11::Path::rows>};
 const BackwardEntry mma_sync_entry{m11::forward_lse<Steps>, backward_on<m11::Path::tensor_cores>};
 const BackwardEntry wgmma_entry{m11::forward_lse<Steps>, backward_on<m11::Path::hopper>};
-// The wgmma kernel's other forms: dQ by float2 atomics, and at D = 128 dQ split by columns
-// between the warpgroups (after a block-wide barrier) instead of by keys.
-using AtomicsD128 = m11::HopperBwdConfig<128, false, true>;
-using ColumnsD128 = m11::HopperBwdConfig<128, true, true>;
+// The wgmma kernel's other forms: dQ by float2 atomics, and at D = 128 dQ split by keys
+// between the warpgroups (no block-wide barrier) instead of by columns.
+using KeysD128 = m11::HopperBwdConfig<128, true, false>;
 const BackwardEntry wgmma_atomics_entry{
+    m11::forward_lse<Steps>, backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>,
+                                         m11::HopperBwdConfig<128, false>>};
+const BackwardEntry wgmma_keys_entry{
     m11::forward_lse<Steps>,
-    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>, AtomicsD128>};
-const BackwardEntry wgmma_columns_entry{
-    m11::forward_lse<Steps>,
-    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64>, ColumnsD128>};
+    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64>, KeysD128>};
 
 // Worst relative L2 error over O, dQ, dK, dV; -1 when a check fails.
 double check(const Kernel& kern, const Problem& p) {
@@ -104,19 +103,19 @@ int main(int argc, char** argv) {
     const Kernel* solution = find_kernel(11, Impl::solution);
     if (!solution || !solution->backward) throw std::runtime_error("module 11 is not linked in");
     Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_atomics = *solution,
-           wgmma_columns = *solution;
+           wgmma_keys = *solution;
     rows.backward = &rows_entry;
     mma_sync.backward = &mma_sync_entry;
     wgmma.backward = &wgmma_entry;
     wgmma_atomics.backward = &wgmma_atomics_entry;
-    wgmma_columns.backward = &wgmma_columns_entry;
+    wgmma_keys.backward = &wgmma_keys_entry;
     bool all_ok = true;
     std::vector<json::Object> checks;
     std::vector<std::pair<const char*, const Kernel*>> checked = {
         {"module", solution}, {"mma_sync", &mma_sync}, {"rows", &rows}};
     if (m11::hopper_available())
       checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_atomics", &wgmma_atomics},
-                                           {"wgmma_columns", &wgmma_columns}});
+                                           {"wgmma_keys", &wgmma_keys}});
     for (const auto& [name, kern] : checked)
       for (DType t : {DType::bf16, DType::f16})
         for (Problem p : {Problem::make(2, 4, 1000, 333, 128, true, Layout::BSHD, 2),
@@ -158,11 +157,11 @@ int main(int argc, char** argv) {
           using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
           std::vector<std::string> rungs = {"mma_sync", "keys64", "two_blocks", "rows"};
           if (m11::hopper_available())
-            rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics", "wgmma_columns"});
+            rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics", "wgmma_keys"});
           for (const std::string& rung : rungs) {
             if (rung == "rows" && n > rows_max_seq) continue;
             if (rung == "two_blocks" && d != 64) continue;
-            if (rung == "wgmma_columns" && d != 128) continue;  // D = 64 splits dQ by keys
+            if (rung == "wgmma_keys" && d != 128) continue;  // D = 64 splits dQ by keys
             if ((rung == "keys64" || rung == "two_blocks") && n != 4096 && n != 16384) continue;
             const m11::Path path = rung == "rows"                 ? m11::Path::rows
                                    : rung.rfind("wgmma", 0) == 0 ? m11::Path::hopper
@@ -177,12 +176,12 @@ int main(int argc, char** argv) {
               else if (rung == "wgmma_atomics")
                 check_status(std::apply(
                     m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64, false>, AtomicsD128>,
+                                  m11::HopperBwdConfig<64, false>, m11::HopperBwdConfig<128, false>>,
                     args));
-              else if (rung == "wgmma_columns" && d == 128)
+              else if (rung == "wgmma_keys")
                 check_status(std::apply(
                     m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64>, ColumnsD128>,
+                                  m11::HopperBwdConfig<64>, KeysD128>,
                     args));
               else
                 check_status(std::apply(m11::backward<Steps>, args));
@@ -206,7 +205,7 @@ int main(int argc, char** argv) {
                                   // the kernel the module's own entry (Path::fastest) runs here
                                   .add("picked", rung != "keys64" && rung != "two_blocks" &&
                                                      rung != "wgmma_atomics" &&
-                                                     rung != "wgmma_columns" &&
+                                                     rung != "wgmma_keys" &&
                                                      path == m11::fastest_path(p)));
           }
         }

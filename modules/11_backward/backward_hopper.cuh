@@ -48,17 +48,17 @@
 
 namespace attn::m11 {
 
-template <int D_, bool kDqBulk_ = true, bool kDqByColumns_ = false>
+template <int D_, bool kDqBulk_ = true, bool kDqByColumns_ = D_ == 128>
 struct HopperBwdConfig {
   static constexpr int D = D_;
   static constexpr bool kDqBulk = kDqBulk_;
   static constexpr int kKeys = 128, kQueries = 64, kThreads = 256;
   static constexpr int kPanels = D / 64;  // 64 16-bit columns = one 128-byte row
-  // How the warpgroups share dQ = dS K. By keys: each multiplies its own 64 keys' dS by all
-  // D columns of K, 64 columns at a time, and adds a partial sum (two per element and tile);
-  // it needs only its own dS, so no barrier across the warpgroups. By columns (D = 128 only):
-  // warpgroup w takes columns 64w .. 64w + 63 over all 128 keys, one sum per element and tile,
-  // after a block-wide barrier (it reads the other warpgroup's dS).
+  // How the warpgroups share dQ = dS K. By columns (D = 128): warpgroup w takes columns
+  // 64w .. 64w + 63 over all 128 keys, one sum per element and tile, after a block-wide
+  // barrier (it reads the other warpgroup's dS). By keys (D = 64; at D = 128 a bench_11 rung,
+  // measured slower): each multiplies its own 64 keys' dS by all D columns of K, 64 columns at
+  // a time, and adds a partial sum; it needs only its own dS, so no block-wide barrier.
   static constexpr bool kDqByColumns = kDqByColumns_;
   static constexpr int kDqBlocks = kDqByColumns ? 1 : D / 64;  // 64-column blocks a warpgroup adds
   // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2] |
