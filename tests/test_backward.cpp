@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "common/half.h"
 #include "common/random.h"
 #include "common/reference.h"
+#include "modules/11_backward/dq_layout.h"
 #include "tests/host_checks.h"
 
 using namespace attn;
@@ -595,4 +597,48 @@ TEST_CASE("diagnose_backward: NaN in rows that see no key; 16-bit near misses") 
   hints = diagnose_backward(p, in16, c);
   CHECK(has(hints, "dV misses the bf16 tolerance by less than 4x"));
   CHECK(has(hints, "section 4"));
+}
+
+TEST_CASE("the wgmma kernel's blocked dQ sums: every element its own place, stores in 32 banks") {
+  // Each (row, column) of a 64 x 64 block has a place of its own inside the block.
+  std::vector<int> seen(m11::kDqBlockRows * m11::kDqBlockCols, 0);
+  for (int r = 0; r < m11::kDqBlockRows; ++r)
+    for (int c = 0; c < m11::kDqBlockCols; ++c) {
+      const int at = m11::dq_block_offset(r, c);
+      REQUIRE(at >= 0);
+      REQUIRE(at < int(seen.size()));
+      ++seen[at];
+    }
+  CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));
+
+  // The kernel stores its accumulators as float2 pairs: lane l of warp w holds rows
+  // 16 w + l / 4 (+ 8) and columns 8 j + 2 (l % 4) (+ 1). A float2 store is served half a warp
+  // at a time; each half's 32 words must land in 32 different banks (4-byte banks, 32 of them).
+  for (int w = 0; w < 4; ++w)
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 8; ++j)
+        for (int half = 0; half < 2; ++half) {
+          std::set<int> banks;
+          for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+            const int at = m11::dq_block_offset(16 * w + lane / 4 + 8 * h, 8 * j + 2 * (lane % 4));
+            banks.insert(at % 32);
+            banks.insert((at + 1) % 32);
+          }
+          CHECK_MESSAGE(banks.size() == 32u, "warp " << w << ", rows + " << 8 * h << ", chunk " << j);
+        }
+
+  // A query tile's D / 64 blocks fill exactly its 64 x D floats of the buffer, one each.
+  for (int d_max : {64, 128}) {
+    const int rows_pad = 192, tile = 1;
+    const int64_t bh = 2, first = (bh * rows_pad + 64 * tile) * d_max;
+    std::vector<int> hits(size_t(64) * d_max, 0);
+    for (int i = 64 * tile; i < 64 * tile + 64; ++i)
+      for (int d = 0; d < d_max; ++d) {
+        const int64_t at = m11::dq_blocked_index(bh, rows_pad, d_max, i, d) - first;
+        REQUIRE(at >= 0);
+        REQUIRE(at < int64_t(hits.size()));
+        ++hits[size_t(at)];
+      }
+    CHECK(std::count(hits.begin(), hits.end(), 1) == int(hits.size()));
+  }
 }

@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       const int col0 = 64 * (C::kDqByColumns ? wg : c);
       if constexpr (C::kDqBulk) {
-        // The block in the global layout (dq_block_offset), then one bulk reduction of all
+        // The block in the global layout (dq_layout.h), then one bulk reduction of all
         // 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros. The
         // buffer: with one block per step, the step's parity; with more, the block's number.
         const int slot = C::kDqBlocks == 1 ? stage : c;

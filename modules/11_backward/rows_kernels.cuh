@@ -18,6 +18,7 @@
 #include "common/device/math.cuh"
 #include "common/device/warp.cuh"
 #include "common/problem.h"
+#include "modules/11_backward/dq_layout.h"
 
 namespace attn::m11 {
 
@@ -163,17 +164,9 @@ __global__ void __launch_bounds__(kRowThreads) dq_rows_kernel(RowsArgs<T> a, int
   Steps::template dq_for_query<T, D>(a, bh / a.p.heads, bh % a.p.heads, i);
 }
 
-// The blocked layout of the dQ sums that the wgmma kernel adds with bulk reductions
-// (backward_hopper.cuh): the 64 x D values of a query tile are D / 64 blocks of 64 x 64
-// floats, each block 16 KB in one piece, so that one bulk reduction adds a whole block. Inside
-// a block, the 8-float chunk c / 8 of row r sits at chunk (c / 8) ^ (r % 8): the float2 stores
-// of the accumulators (8 rows x 4 lanes per warp) then fall in 32 different banks.
-__host__ __device__ inline int dq_block_offset(int r, int c) {
-  return r * 64 + (((c / 8) ^ (r % 8)) * 8) + c % 8;
-}
-
 // dQ = scale * (the fp32 sums of dS K the tensor-core kernel added up, [bh][rows_pad][D], row
-// by row, or kBlocked: in the blocks of dq_block_offset), rounded to T: one thread per element.
+// by row, or kBlocked: in the wgmma kernel's 64 x 64 blocks, dq_layout.h), rounded to T: one
+// thread per element.
 template <class T, int D, bool kBlocked = false>
 __global__ void store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum, int64_t total) {
   static_assert(!kBlocked || (D % 64 == 0 && kRowPad % 64 == 0), "whole 64 x 64 blocks");
@@ -186,8 +179,7 @@ __global__ void store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum,
   const int bh = int(r / p.seq_q);
   if (d >= p.head_dim) return;
   const int b = bh / p.heads, h = bh % p.heads;
-  const int64_t at = kBlocked ? (int64_t(bh) * a.rows_pad + i / 64 * 64) * D + d / 64 * 4096 +
-                                  dq_block_offset(i % 64, d % 64)
+  const int64_t at = kBlocked ? dq_blocked_index(bh, a.rows_pad, D, i, d)
                              : (int64_t(bh) * a.rows_pad + i) * D + d;
   a.dq[Problem::offset(p.q, b, h, i) + d] = from_float<T>(dq_sum[at] * a.scale);
 }
