@@ -624,7 +624,8 @@ TEST_CASE("the wgmma kernel's blocked dQ sums: every element its own place, stor
             banks.insert(at % 32);
             banks.insert((at + 1) % 32);
           }
-          CHECK_MESSAGE(banks.size() == 32u, "warp " << w << ", rows + " << 8 * h << ", chunk " << j);
+          CHECK_MESSAGE(banks.size() == 32u,
+                        "warp " << w << ", rows + " << 8 * h << ", chunk " << j);
         }
 
   // A query tile's D / 64 blocks fill exactly its 64 x D floats of the buffer, one each.

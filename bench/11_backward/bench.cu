@@ -50,7 +50,8 @@ void check_status(const Status& s) {
 // The rungs as backward entries, so that the runner checks them like any module (the module's
 // own entry runs the fastest kernel for the shape, Path::fastest). H64, H128: the wgmma
 // kernel's configurations (dQ by bulk reductions, or by atomics).
-template <m11::Path kPath, class H64 = m11::HopperBwdConfig<64>, class H128 = m11::HopperBwdConfig<128>>
+template <m11::Path kPath, class H64 = m11::HopperBwdConfig<64>,
+          class H128 = m11::HopperBwdConfig<128>>
 Status backward_on(const Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const void* dout, const float* lse, void* dq, void* dk,
                    void* dv, cudaStream_t stream) {
@@ -176,7 +177,8 @@ int main(int argc, char** argv) {
               else if (rung == "wgmma_atomics")
                 check_status(std::apply(
                     m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64, false>, m11::HopperBwdConfig<128, false>>,
+                                  m11::HopperBwdConfig<64, false>,
+                                  m11::HopperBwdConfig<128, false>>,
                     args));
               else if (rung == "wgmma_keys")
                 check_status(std::apply(

@@ -27,7 +27,8 @@ ATTN_HOST_DEVICE inline int dq_block_offset(int r, int c) {
 // (a multiple of 64) and D columns (a multiple of 64) per head.
 ATTN_HOST_DEVICE inline int64_t dq_blocked_index(int64_t bh, int rows_pad, int D, int i, int d) {
   return (bh * rows_pad + i / kDqBlockRows * kDqBlockRows) * D +
-         int64_t(d / kDqBlockCols) * (kDqBlockRows * kDqBlockCols) + dq_block_offset(i % 64, d % 64);
+         int64_t(d / kDqBlockCols) * (kDqBlockRows * kDqBlockCols) +
+         dq_block_offset(i % kDqBlockRows, d % kDqBlockCols);
 }
 
 }  // namespace attn::m11
