@@ -167,24 +167,22 @@ int main(int argc, char** argv) {
             const m11::Path path = rung == "rows"                 ? m11::Path::rows
                                    : rung.rfind("wgmma", 0) == 0 ? m11::Path::hopper
                                                                   : m11::Path::tensor_cores;
+            // The wgmma kernel's other forms run through their checked entries.
+            const BackwardEntry* entry = rung == "wgmma_atomics" ? &wgmma_atomics_entry
+                                         : rung == "wgmma_keys"  ? &wgmma_keys_entry
+                                                                 : nullptr;
             auto bwd = [&](cudaStream_t s) {
               auto args = std::make_tuple(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
                                           lse.get(), dq.get(), dk.get(), dv.get(), s, path);
+              if (entry) {
+                check_status(entry->backward(p, q.get(), k.get(), v.get(), o.get(), dout.get(),
+                                             lse.get(), dq.get(), dk.get(), dv.get(), s));
+                return;
+              }
               if (rung == "keys64")
                 check_status(std::apply(m11::backward<Steps, Keys64::first_type, Keys64::second_type>, args));
               else if (rung == "two_blocks")
                 check_status(std::apply(m11::backward<Steps, TwoBlocks::first_type, TwoBlocks::second_type>, args));
-              else if (rung == "wgmma_atomics")
-                check_status(std::apply(
-                    m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64, false>,
-                                  m11::HopperBwdConfig<128, false>>,
-                    args));
-              else if (rung == "wgmma_keys")
-                check_status(std::apply(
-                    m11::backward<Steps, m11::Production64, m11::Production128,
-                                  m11::HopperBwdConfig<64>, KeysD128>,
-                    args));
               else
                 check_status(std::apply(m11::backward<Steps>, args));
             };
@@ -206,8 +204,7 @@ int main(int argc, char** argv) {
                                   .add("bwd_tflops", tf[1]).add("fwd_bwd_tflops", tf[2])
                                   // the kernel the module's own entry (Path::fastest) runs here
                                   .add("picked", rung != "keys64" && rung != "two_blocks" &&
-                                                     rung != "wgmma_atomics" &&
-                                                     rung != "wgmma_keys" &&
+                                                     entry == nullptr &&
                                                      path == m11::fastest_path(p)));
           }
         }

@@ -68,7 +68,7 @@ struct HopperBwdConfig {
   static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
   static constexpr int kdS = kdO + 2 * kTileQ;
   static constexpr int kRows = kdS + kQueries * kKeys * 2;
-  static constexpr int kDqBlock = 64 * 64 * 4, kDqStage = kRows + 4 * kQueries * 4;
+  static constexpr int kDqBlock = kDqBlockRows * kDqBlockCols * 4, kDqStage = kRows + 4 * kQueries * 4;
   static constexpr int kSmemBytes = kDqStage + (kDqBulk ? 4 * kDqBlock : 0) + 1024;  // + slack
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(!kDqByColumns || D == 128, "by columns: two 64-column halves");
