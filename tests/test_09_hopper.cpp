@@ -408,9 +408,11 @@ TEST_CASE("supports f16/bf16, causal, GQA, head_dim 64 and 128; refuses the rest
       CHECK(s.message().find('\n') == std::string::npos);
     }
   }
-  const Status f32 = kernel().supports(make_problem(1, 1, 4, 4, 64, false, DType::f32));
+  // fp32 runs forward_3xtf32 (the fp32 cases below), with the same head dims.
+  CHECK(kernel().supports(make_problem(1, 1, 4, 4, 64, false, DType::f32)).is_ok());
+  const Status f32 = kernel().supports(make_problem(1, 1, 4, 4, 96, false, DType::f32));
   CHECK_FALSE(f32.is_ok());
-  CHECK(f32.message().find("bf16") != std::string::npos);
+  CHECK(f32.message().find("head_dim") != std::string::npos);
   CHECK(f32.message().find('\n') == std::string::npos);
 }
 
@@ -445,4 +447,119 @@ TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches 
     expect_alignment_refusal("K's pointer", aligned, 0, 1, 0);
     expect_alignment_refusal("V's pointer", aligned, 0, 0, 3);
   }
+}
+
+// ---- fp32 as 3xTF32 (README, section 9) ----------------------------------------------------
+// forward_3xtf32 is the module's fp32 entry point (Kernel::forward). It must meet the course's
+// fp32 tolerance, default_tolerance(f32) = 1e-4, against the double reference on the same fp32
+// inputs. Plain TF32 (only the big x big products: the starter's TODO 7 and 8 as given) lands
+// near 3e-4 on unit-range inputs and above 1e-3 with larger logits, so it fails these checks.
+
+namespace {
+
+const char* kTf32 = "modules/09_hopper/README.md, section 9 (fp32 as 3xTF32)";
+
+std::vector<std::string> tf32_hints(const Problem& p, const Inputs& in, const CheckResult& r) {
+  std::vector<std::string> found = hopper_hints(p, in, r);
+  if (!found.empty()) return found;
+  const double e = r.comparison.rel_l2_error;
+  if (e > kFp32Tolerance && e < 3e-2)
+    found.push_back(
+        "the error has TF32's size (10 mantissa bits), not fp32's: the products that carry the "
+        "small parts are missing or read the wrong plane. Per k step S needs Q big x K small "
+        "(a_smem, K small kPlaneBytes after K big) and Q small x K big (a_regs with q_small[kk]) "
+        "besides big x big (TODO 7); O needs P small x V big and P big x V small (TODO 8)");
+  return found;
+}
+
+bool check_f32(const Problem& p, float range = 1.0f) {
+  testing::CheckOptions o;
+  o.lesson = kTf32;
+  o.tolerance = kFp32Tolerance;
+  o.range = range;
+  o.extra_hints = tf32_hints;
+  o.error_hints = fault_hints;
+  return testing::check_against_reference(kernel(), p, o);
+}
+
+Problem f32(int batch, int heads, int seq_q, int seq_k, int head_dim, bool causal,
+            Layout layout = Layout::BHSD, int kv_heads = 0) {
+  return make_problem(batch, heads, seq_q, seq_k, head_dim, causal, DType::f32, layout, kv_heads);
+}
+
+}  // namespace
+
+TEST_CASE("fp32 (3xTF32): sequence lengths 1, 2, 17, 64, 65, 1000, causal and not") {
+  for (int n : {1, 2, 17, 64, 65, 1000})
+    for (bool causal : {false, true})
+      for (int d : kHeadDims) check_f32(f32(1, 2, n, n, d, causal));
+}
+
+TEST_CASE("fp32 (3xTF32): a long sequence, 4097, causal and not") {
+  for (bool causal : {false, true})
+    for (int d : kHeadDims) check_f32(f32(1, 1, 4097, 4097, d, causal));
+}
+
+TEST_CASE("fp32 (3xTF32): seq_q != seq_k both ways; rows that see no key are 0") {
+  for (auto [sq, sk] : {std::pair{65, 1000}, {1000, 65}, {1, 300}, {300, 1}, {200, 17}})
+    for (bool causal : {false, true})
+      for (int d : kHeadDims) check_f32(f32(2, 2, sq, sk, d, causal));
+}
+
+TEST_CASE("fp32 (3xTF32): large logits (Q and K entries up to 3 and 4) stay within 1e-4") {
+  for (float range : {3.0f, 4.0f})
+    for (bool causal : {false, true})
+      for (int d : kHeadDims) {
+        check_f32(f32(1, 2, 300, 128, d, causal), range);
+        check_f32(f32(1, 2, 1000, 1000, d, causal), range);
+      }
+}
+
+TEST_CASE("fp32 (3xTF32): rising scores: the running max moves at every key tile") {
+  for (int d : kHeadDims)
+    for (bool causal : {false, true}) {
+      const Problem p = f32(1, 2, 300, 1000, d, causal);
+      const Inputs in =
+          testing::rising_inputs(p, testing::next_seed(), std::min(0.05, 24.0 / p.seq_k));
+      testing::CheckOptions o;
+      o.lesson = kTf32;
+      o.tolerance = kFp32Tolerance;
+      o.extra_hints = tf32_hints;
+      o.error_hints = fault_hints;
+      testing::check_inputs_against_reference(kernel(), p, in, o);
+    }
+}
+
+TEST_CASE("fp32 (3xTF32): GQA and MQA, BSHD, several batches and heads, more blocks than SMs") {
+  for (int kv : {4, 2, 1})
+    for (int d : kHeadDims) {
+      check_f32(f32(2, 8, 130, 300, d, true, Layout::BHSD, kv));
+      check_f32(f32(1, 8, 200, 77, d, false, Layout::BSHD, kv));
+    }
+  check_f32(f32(3, 5, 100, 90, 64, false));
+  check_f32(f32(4, 40, 256, 256, 128, true));  // 160 heads x 2 query blocks
+  testing::CheckOptions o;
+  o.lesson = kTf32;
+  o.tolerance = kFp32Tolerance;
+  o.extra_hints = tf32_hints;
+  o.error_hints = fault_hints;
+  testing::check_packed_qkv(kernel(), {2, 4, 4, 77, 64}, DType::f32, o);
+  testing::check_packed_qkv(kernel(), {1, 8, 2, 130, 128, true, 4, 4, 4}, DType::f32, o);
+}
+
+TEST_CASE("fp32 (3xTF32): rows not 16-byte aligned are refused in one line, nothing launched") {
+  Problem p = f32(1, 2, 70, 100, 64, false);
+  p.k = {2 * 100 * 66, 100 * 66, 66};  // K rows 264 bytes apart: every other row 8 bytes off
+  DeviceBuffer<float> q(size_t(p.q_elements())), k(size_t(p.kv_elements())),
+      v(size_t(p.kv_elements())), o(size_t(p.o_elements()));
+  for (DeviceBuffer<float>* b : {&q, &k, &v}) ATTN_CUDA_CHECK(cudaMemset(b->get(), 0, b->bytes()));
+  ATTN_CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
+  REQUIRE(validate(p).is_ok());
+  const Status s = kernel().forward(p, q.get(), k.get(), v.get(), o.get(), nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.message().find("aligned") != std::string::npos);
+  CHECK(s.message().find('\n') == std::string::npos);
+  const std::vector<float> out = o.to_host();
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
 }

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
 namespace attn::device {
 
 #if defined(__CUDACC__)
@@ -22,6 +24,17 @@ __device__ __forceinline__ __half from_float<__half>(float x) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// fp32 -> tf32 (fp32's sign and exponent, 10 of its 23 mantissa bits: the bit pattern with its
+// low 13 bits zero), rounded to nearest, ties away from zero, in two integer instructions: add
+// half a tf32 ulp (bit 12) to the bit pattern, then clear the low 13 bits; a carry out of the
+// mantissa bumps the exponent, as rounding up should. Equal to cvt.rna.tf32.f32 for every
+// finite x and for +-inf; a NaN can come out as another value, so use it where the rest of the
+// computation keeps a NaN alive (3xTF32: small = x - big is NaN). Modules 07 and 09 split
+// fp32 operands with it.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 #endif
 

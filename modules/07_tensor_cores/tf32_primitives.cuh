@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "common/device/convert.cuh"
 #include "modules/07_tensor_cores/mma_primitives.cuh"
 
 namespace attn::m07 {
@@ -64,14 +65,10 @@ __device__ __forceinline__ uint32_t cvt_rna_tf32(float x) {
 #endif
 }
 
-// The same rounding in two integer instructions: add half a tf32 ulp (bit 12) to the bit
-// pattern, then clear the low 13 bits; a carry out of the mantissa bumps the exponent, as
-// rounding up should. Equal to cvt.rna.tf32.f32 for every finite x and for +-inf; a NaN can
-// come out as another value, so use it where the rest of the computation keeps a NaN alive
-// (3xTF32: small = x - big is NaN).
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-}
+// The same rounding in two integer instructions (common/device/convert.cuh, shared with
+// module 09's 3xTF32 rung): add half a tf32 ulp (bit 12) to the bit pattern, then clear the
+// low 13 bits.
+using device::to_tf32;
 
 // ---- fp32 tiles in shared memory and their swizzle ----------------------------------------
 // A tile stores rows of D floats in 16-byte chunks of 4 (D / 4 = 16 or 32 chunks: 2 or 4 full

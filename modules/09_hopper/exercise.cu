@@ -3,6 +3,7 @@
 // lesson (README.md) walks through it. Fill in the TODOs; `./course grade 09` checks them.
 #include "modules/09_hopper/hopper.h"
 #include "modules/09_hopper/hopper_kernel.cuh"
+#include "modules/09_hopper/tf32_kernel.cuh"
 
 namespace attn::m09::ATTN_IMPL {
 
@@ -74,12 +75,64 @@ struct HopperSteps {
     // after wgmma_fence(), closed by wgmma_commit().
     (void)o, (void)p, (void)v_tile;
   }
+
+  // ---- fp32 as 3xTF32 (README section 9) ----
+
+  // S (64 x kBlockN) = Q K^T from the split operands. Given: the big x big product of each k8
+  // step (32 bytes along the 128-byte rows, a new panel every 4 steps). q_rows holds Q's big
+  // parts, q_small[kk] the A registers of Q's small parts for step kk; the slot holds K big,
+  // then K small C::kPlaneBytes further.
+  template <class C>
+  __device__ static void issue_scores_3xtf32(float (&s)[C::kBlockN / 2], uint32_t q_rows,
+                                             const uint32_t (&q_small)[C::kHeadDim / 8][4],
+                                             uint32_t k_tile) {
+    wgmma_fence();
+    for (int kk = 0; kk < C::kHeadDim / 8; ++kk) {
+      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+      const uint64_t q_big =
+          matrix_descriptor(q_rows + panel * C::kBlockM * C::kRowBytes + step, 16, 1024);
+      const uint64_t k_big =
+          matrix_descriptor(k_tile + panel * C::kBlockN * C::kRowBytes + step, 16, 1024);
+      // TODO 7: the two products that carry the small parts (WgmmaTf32<C::kBlockN>::a_smem
+      // and ::a_regs), before big x big; the first product of the tile overwrites S.
+      WgmmaTf32<C::kBlockN>::a_smem(s, q_big, k_big, kk > 0 ? 1 : 0);
+    }
+    (void)q_small;
+    wgmma_commit();
+  }
+
+  // O (64 x kHeadDim) += P V from the split operands. Given: big x big per 8 keys. p_big[kb]
+  // and p_small[kb] are the A registers of P's big and small parts for step kb (the kernel
+  // ordered them as tf32_layout.h says); the V slot holds V^T big
+  // (head_dim rows of kBlockN keys, panels of 32 keys), then V^T small C::kPlaneBytes further.
+  template <class C>
+  __device__ static void issue_pv_3xtf32(float (&o)[C::kHeadDim / 2],
+                                         const uint32_t (&p_big)[C::kBlockN / 8][4],
+                                         const uint32_t (&p_small)[C::kBlockN / 8][4],
+                                         uint32_t v_tile) {
+    wgmma_fence();
+    for (int kb = 0; kb < C::kBlockN / 8; ++kb) {
+      const uint32_t panel = kb / 4, step = (kb % 4) * 32;
+      const uint64_t v_big =
+          matrix_descriptor(v_tile + panel * C::kHeadDim * C::kRowBytes + step, 16, 1024);
+      // TODO 8: P small x V big and P big x V small, before big x big.
+      WgmmaTf32<C::kHeadDim>::a_regs(o, p_big[kb], v_big, 1);
+    }
+    (void)p_small;
+    wgmma_commit();
+  }
 };
 
 Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
                cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
   return launch<HopperSteps>(p, q, k, v, o, stream);
+}
+
+Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                      cudaStream_t stream) {
+  if (Status s = supports(p); !s) return s;
+  return tf32::forward_3xtf32<HopperSteps>(p, q, k, v, o, stream);
 }
 
 }  // namespace attn::m09::ATTN_IMPL

@@ -95,19 +95,6 @@ __device__ inline float scale_from_amax(unsigned amax_bits) {
   return amax > 0.0f && amax < INFINITY ? amax / kE4m3Max : 1.0f;
 }
 
-// The rows of one tensor (Q, K or V) as the quantize kernels walk them: row r of
-// batch * heads * seq rows, with the tensor's own strides.
-struct RowWalk {
-  const void* base;
-  Strides s;
-  int heads, seq;
-  __device__ int64_t offset(int64_t row) const {
-    const int i = static_cast<int>(row % seq);
-    const int64_t bh = row / seq;
-    return Problem::offset(s, static_cast<int>(bh / heads), static_cast<int>(bh % heads), i);
-  }
-};
-
 // max |x| of Q (blockIdx.y = 0), K (1) and V (2): 8 values (16 bytes) per thread and step.
 template <class T>
 __global__ void amax_kernel(RowWalk q, RowWalk k, RowWalk v, int64_t q_rows, int64_t kv_rows,

@@ -21,13 +21,14 @@
 
 namespace attn::m09 {
 
-// What this module's forward() handles. Shared by exercise and solution (given, not a TODO).
+// What this module's entry points handle: f16 and bf16 tensors (forward()), f32 tensors
+// (forward_3xtf32()), head_dim 64 or 128. Shared by exercise and solution (given, not a TODO).
 // The GPU (compute capability 9.x) and the 16-byte alignment of the tensors are checked by
-// forward(), which sees the device and the pointers.
+// the entry points, which see the device and the pointers.
 inline Status supports(const Problem& p) {
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return Status::error("module 09 runs on Hopper's tensor cores and takes f16 or bf16 "
-                         "tensors (--dtype bf16 or --dtype f16), not " +
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f32)
+    return Status::error("module 09 runs on Hopper's tensor cores and takes f16, bf16 or f32 "
+                         "tensors (--dtype bf16, f16 or f32), not " +
                          std::string(dtype_name(p.dtype)));
   if (p.head_dim != 64 && p.head_dim != 128)
     return Status::error("module 09 supports head_dim 64 or 128 (its shared-memory tiles are "
@@ -89,6 +90,12 @@ namespace ATTN_IMPL {
 // the sm_90a target, and on tensors whose rows are not 16-byte aligned (TMA's rule).
 Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,
                cudaStream_t stream);
+
+// fp32 tensors (p.dtype == f32) on the tensor cores as 3xTF32 (tf32_kernel.cuh), fp32
+// accuracy: the module's fp32 entry point (`attn run --module 9 --dtype f32`). The same
+// refusals as forward(), for rows of 4-byte elements.
+Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                      cudaStream_t stream);
 
 }  // namespace ATTN_IMPL
 }  // namespace attn::m09

@@ -249,6 +249,20 @@ __device__ inline int kv_tiles_for_block(const KernelArgs& a, int m_block) {
   return (keys + C::kBlockN - 1) / C::kBlockN;
 }
 
+// The rows of one tensor (Q, K or V) as the passes that prepare the FP8 and 3xTF32 rungs'
+// tensors walk them (fp8_kernel.cuh, tf32_kernel.cuh): row r of batch * heads * seq rows, with
+// the tensor's own strides.
+struct RowWalk {
+  const void* base;
+  Strides s;
+  int heads, seq;
+  __device__ int64_t offset(int64_t row) const {
+    const int i = static_cast<int>(row % seq);
+    const int64_t bh = row / seq;
+    return Problem::offset(s, static_cast<int>(bh / heads), static_cast<int>(bh % heads), i);
+  }
+};
+
 // ---- Consumer helpers: the online softmax on wgmma accumulators --------------------------------
 //
 // A consumer thread holds, for each 8-column block j of a 64 x N accumulator, registers
@@ -925,6 +939,9 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
 // rows TMA can read.
 inline Status check_launch(const Problem& p, const void* q, const void* k, const void* v,
                            const void* o) {
+  if (p.dtype == DType::f32)
+    return Status::error("module 09's forward() takes f16 or bf16 tensors; fp32 tensors run "
+                         "forward_3xtf32() (attn run --module 9 --dtype f32)");
   if (Status s = check_device_and_build(); !s) return s;
   if (!tma_compatible(q, p.q) || !tma_compatible(k, p.k) || !tma_compatible(v, p.v) ||
       !tma_compatible(o, p.o))

@@ -1,9 +1,11 @@
 // Module 09 solution: the parts of the kernel that carry the Hopper ideas (HopperSteps in
 // modules/09_hopper/hopper_kernel.cuh calls them): the producer's copies and the consumers'
-// side of the barrier protocol, and the two products issued as wgmma with their descriptors.
+// side of the barrier protocol, and the two products issued as wgmma with their descriptors;
+// then the same two products in 3xTF32 for fp32 tensors (modules/09_hopper/tf32_kernel.cuh).
 #pragma once
 
 #include "modules/09_hopper/hopper_kernel.cuh"
+#include "modules/09_hopper/tf32_kernel.cuh"
 
 namespace attn::m09::ATTN_IMPL {
 
@@ -105,6 +107,56 @@ struct HopperSteps {
       const uint64_t b = matrix_descriptor(v_tile + kk * 16 * C::kRowBytes,
                                            C::kBlockN * C::kRowBytes, 1024);
       Wgmma<C::kHeadDim>::template a_regs_b_n_major<kBf16>(o, p[kk], b, 1);
+    }
+    wgmma_commit();
+  }
+
+  // ---- fp32 as 3xTF32 (README section 9; tf32_kernel.cuh calls these) ----
+
+  // S = Q K^T from the split operands: per k8 step (32 bytes along the 128-byte rows, a new
+  // panel every 4 steps), the two products with a small part first, then big big, so the
+  // small contributions are summed before the large one joins them:
+  //   Q big (shared memory) x K small, Q small (registers, q_small[kk]) x K big, Q big x K big.
+  // The slot holds K big, then K small kPlaneBytes further.
+  template <class C>
+  __device__ static void issue_scores_3xtf32(float (&s)[C::kBlockN / 2], uint32_t q_rows,
+                                             const uint32_t (&q_small)[C::kHeadDim / 8][4],
+                                             uint32_t k_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kHeadDim / 8; ++kk) {
+      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+      const uint64_t q_big =
+          matrix_descriptor(q_rows + panel * C::kBlockM * C::kRowBytes + step, 16, 1024);
+      const uint32_t k_at = k_tile + panel * C::kBlockN * C::kRowBytes + step;
+      const uint64_t k_big = matrix_descriptor(k_at, 16, 1024);
+      const uint64_t k_small = matrix_descriptor(k_at + C::kPlaneBytes, 16, 1024);
+      WgmmaTf32<C::kBlockN>::a_smem(s, q_big, k_small, kk > 0 ? 1 : 0);
+      WgmmaTf32<C::kBlockN>::a_regs(s, q_small[kk], k_big, 1);
+      WgmmaTf32<C::kBlockN>::a_smem(s, q_big, k_big, 1);
+    }
+    wgmma_commit();
+  }
+
+  // O += P V from the split operands: per 8 keys, P small x V big, P big x V small, P big x
+  // V big. p_big[kb] and p_small[kb] are the A registers of step kb (the kernel split P and
+  // ordered it as tf32_layout.h says); the V slot holds V^T big (head_dim rows of kBlockN keys, in panels of
+  // 32 keys), then V^T small kPlaneBytes further.
+  template <class C>
+  __device__ static void issue_pv_3xtf32(float (&o)[C::kHeadDim / 2],
+                                         const uint32_t (&p_big)[C::kBlockN / 8][4],
+                                         const uint32_t (&p_small)[C::kBlockN / 8][4],
+                                         uint32_t v_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < C::kBlockN / 8; ++kb) {
+      const uint32_t panel = kb / 4, step = (kb % 4) * 32;
+      const uint32_t v_at = v_tile + panel * C::kHeadDim * C::kRowBytes + step;
+      const uint64_t v_big = matrix_descriptor(v_at, 16, 1024);
+      const uint64_t v_small = matrix_descriptor(v_at + C::kPlaneBytes, 16, 1024);
+      WgmmaTf32<C::kHeadDim>::a_regs(o, p_small[kb], v_big, 1);
+      WgmmaTf32<C::kHeadDim>::a_regs(o, p_big[kb], v_small, 1);
+      WgmmaTf32<C::kHeadDim>::a_regs(o, p_big[kb], v_big, 1);
     }
     wgmma_commit();
   }

@@ -11,4 +11,10 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
   return launch<HopperSteps>(p, q, k, v, o, stream);
 }
 
+Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                      cudaStream_t stream) {
+  if (Status s = supports(p); !s) return s;
+  return tf32::forward_3xtf32<HopperSteps>(p, q, k, v, o, stream);
+}
+
 }  // namespace attn::m09::ATTN_IMPL

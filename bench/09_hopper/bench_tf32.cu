@@ -1,0 +1,249 @@
+// Module 09's 3xTF32 rung (program bench_09_tf32): fp32 attention on wgmma
+// (modules/09_hopper/tf32_kernel.cuh) beside module 07's 3xTF32 on mma.sync, for accuracy and
+// for speed, in one run.
+//
+//   bench_09_tf32 [--json tf32.json] [--iters 10] [--seq N] [--check-only]
+//
+// Rungs (all fp32 tensors in, fp32 O out):
+//   3xtf32_wgmma   module 09's forward_3xtf32: the split pass, then the wgmma kernel
+//   tf32_wgmma     the same kernel with only the big x big products: plain TF32 (the lesson's
+//                  comparison; held to module 07's kTf32Tolerance, not to fp32's)
+//   3xtf32_07      module 07's forward_3xtf32 (mma.sync m16n8k8), the course's previous
+//                  fastest fp32 kernel
+//   split_pass     the split pass alone (K big and small, V transposed big and small):
+//                  its share of 3xtf32_wgmma's time (TFLOP/s 0: it does no attention)
+// (a) Accuracy: the relative L2 error against the double reference of every rung on the same
+//     fp32 inputs: small odd shapes (the check, at the fp32 tolerance 1e-4 for the 3xTF32
+//     rungs) and an error table with inputs in [-1, 1) and [-4, 4) (larger logits).
+// (b) Speed: the ladder shapes, 16k tokens (batch = 16384 / N) and 2048 channels (heads =
+//     2048 / d), d = 64 and 128, causal and not, N = 512 .. 16384 (--seq: one N). TFLOP/s
+//     counts 4 * B * H * N * N * d (halved with the causal mask). CUDA events, 2 runs untimed,
+//     then the median of --iters runs (common/timing.h).
+// On a GPU that is not a Hopper, or from a build without sm_90a code, it prints one line and
+// exits 0.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench/ladder.h"
+#include "common/bench_json.h"
+#include "common/device.h"
+#include "common/problem.h"
+#include "common/registry.h"
+#include "common/runner.h"
+#include "modules/07_tensor_cores/tensor_cores.h"  // m07::solution::forward_3xtf32, kTf32Tolerance
+#include "solutions/09_hopper/hopper_steps.cuh"    // m09::solution::HopperSteps, tf32_kernel.cuh
+
+namespace {
+
+using namespace attn;
+
+// Plain TF32 on the same kernel: only the big x big products (what the exercise's TODO 7 and
+// 8 start from).
+struct PlainTf32Steps : m09::solution::HopperSteps {
+  template <class C>
+  __device__ static void issue_scores_3xtf32(float (&s)[C::kBlockN / 2], uint32_t q_rows,
+                                             const uint32_t (&)[C::kHeadDim / 8][4],
+                                             uint32_t k_tile) {
+    m09::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::kHeadDim / 8; ++kk) {
+      const uint32_t panel = kk / 4, step = (kk % 4) * 32;
+      const uint64_t a = m09::matrix_descriptor(
+          q_rows + panel * C::kBlockM * C::kRowBytes + step, 16, 1024);
+      const uint64_t b = m09::matrix_descriptor(
+          k_tile + panel * C::kBlockN * C::kRowBytes + step, 16, 1024);
+      m09::WgmmaTf32<C::kBlockN>::a_smem(s, a, b, kk > 0 ? 1 : 0);
+    }
+    m09::wgmma_commit();
+  }
+  template <class C>
+  __device__ static void issue_pv_3xtf32(float (&o)[C::kHeadDim / 2],
+                                         const uint32_t (&p_big)[C::kBlockN / 8][4],
+                                         const uint32_t (&)[C::kBlockN / 8][4], uint32_t v_tile) {
+    m09::wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < C::kBlockN / 8; ++kb) {
+      const uint32_t panel = kb / 4, step = (kb % 4) * 32;
+      const uint64_t b = m09::matrix_descriptor(
+          v_tile + panel * C::kHeadDim * C::kRowBytes + step, 16, 1024);
+      m09::WgmmaTf32<C::kHeadDim>::a_regs(o, p_big[kb], b, 1);
+    }
+    m09::wgmma_commit();
+  }
+};
+
+Status wgmma_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                    cudaStream_t stream) {
+  return m09::solution::forward_3xtf32(p, q, k, v, o, stream);
+}
+Status wgmma_tf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                  cudaStream_t stream) {
+  return m09::tf32::forward_3xtf32<PlainTf32Steps>(p, q, k, v, o, stream);
+}
+Status mma_sync_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                       cudaStream_t stream) {
+  return m07::solution::forward_3xtf32(p, q, k, v, o, stream);
+}
+Status split_pass(const Problem& p, const float*, const float* k, const float* v, float*,
+                  cudaStream_t stream) {
+  void* workspace = nullptr;
+  if (Status s = m09::tf32::workspace_for(p, &workspace); !s) return s;
+  return m09::tf32::split(p, k, v, m09::tf32::carve_workspace(p, workspace), stream);
+}
+
+Status supports_f32(const Problem& p) { return m09::tf32::supports(p); }
+
+Kernel as_kernel(const char* name, ForwardFn fn) {
+  return Kernel{9, name, "", Backend::gpu, Impl::solution, supports_f32, fn, nullptr};
+}
+
+// Small shapes that take every path: one query and key, partial tiles, the causal diagonal,
+// seq_q != seq_k both ways (seq_q > seq_k with the mask: rows that see no key), GQA, BSHD.
+std::vector<Problem> check_shapes() {
+  return {
+      Problem::make(1, 2, 1, 1, 128),
+      Problem::make(2, 3, 17, 17, 64, true),
+      Problem::make(1, 2, 65, 65, 128, true),
+      Problem::make(1, 2, 1000, 1000, 128),
+      Problem::make(1, 2, 1000, 1000, 64, true),
+      Problem::make(1, 4, 65, 1000, 128, false, Layout::BHSD, 2),
+      Problem::make(1, 4, 1000, 777, 64, true, Layout::BHSD, 1),
+      Problem::make(2, 2, 300, 100, 128, true),
+      Problem::make(1, 4, 200, 300, 64, true, Layout::BSHD, 2),
+  };
+}
+
+struct ErrorRow {
+  std::string rung;
+  Problem p;
+  float range;
+  double rel_l2 = -1;
+  std::string status = "ok";
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Module 09's 3xTF32 rung: accuracy and speed beside module 07's 3xTF32"};
+  int iters = 10, seq = 0;
+  bool check_only = false;
+  std::string json_path;
+  app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
+  app.add_option("--seq", seq, "time only this N (batch = 16384 / N)")
+      ->check(CLI::Range(64, 16384));
+  app.add_option("--json", json_path, "write the checks and rows as JSON (schema attn-tf32-09/1)");
+  app.add_flag("--check-only", check_only, "only the accuracy tables (a)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (cuda_device_count() == 0) {
+    std::printf("bench_09_tf32: skipped: no GPU (%s)\n", no_device_reason().c_str());
+    return 0;
+  }
+  if (Status s = m09::check_device_and_build(); !s) {
+    std::printf("bench_09_tf32: skipped: %s\n", s.message().c_str());
+    return 0;
+  }
+  const DeviceInfo dev = query_device();
+  std::cout << dev.summary() << "\n";
+
+  const std::vector<ladder::Rung> rungs = {
+      {"3xtf32_wgmma", nullptr, wgmma_3xtf32, kFp32Tolerance},
+      {"tf32_wgmma", nullptr, wgmma_tf32, m07::kTf32Tolerance},
+      {"3xtf32_07", nullptr, mma_sync_3xtf32, kFp32Tolerance},
+  };
+  const Kernel split = as_kernel("split_pass", split_pass);
+
+  // (a) Accuracy: the check on the odd shapes, then the error table.
+  std::printf("\n(a) worst relative L2 error vs the double reference on %zu small shapes\n",
+              check_shapes().size());
+  std::vector<double> worst(rungs.size(), 0);
+  bool failed = false;
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    std::string status = "ok";
+    const Kernel kern = ladder::as_kernel(9, supports_f32, rungs[i]);
+    worst[i] = ladder::check_rung(kern, DType::f32, check_shapes(), status, rungs[i].tolerance);
+    if (status != "ok") failed = true;
+    std::printf("%-14s %10.2e (tolerance %.0e)  %s\n", rungs[i].name, worst[i],
+                rungs[i].tolerance, status == "ok" ? "" : status.c_str());
+  }
+  std::printf("\nerror table: relative L2 error, inputs uniform in [-range, range)\n");
+  std::vector<ErrorRow> errors;
+  for (int d : {64, 128})
+    for (bool causal : {false, true})
+      for (float range : {1.0f, 4.0f}) {
+        const Problem p = Problem::make(1, 4, 1024, 1024, d, causal);
+        const Inputs in = random_inputs(p, 1234 + d, range);
+        std::printf("d=%-3d %-6s range %.0f:", d, causal ? "causal" : "", range);
+        for (const ladder::Rung& r : rungs) {
+          ErrorRow e{r.name, p, range};
+          const CheckResult c = check_kernel(ladder::as_kernel(9, supports_f32, r), p, in, 1.0);
+          if (c.status) e.rel_l2 = c.comparison.rel_l2_error;
+          else e.status = c.status.message();
+          std::printf("  %s %.2e", r.name, e.rel_l2);
+          errors.push_back(e);
+        }
+        std::printf("\n");
+      }
+
+  // (b) Speed.
+  std::vector<ladder::Row> rows;
+  if (!check_only) {
+    std::printf("\n(b) median of %d runs\n", iters);
+    std::vector<int> sizes;
+    if (seq > 0) sizes = {seq};
+    else
+      for (int n = 512; n <= 16384; n *= 2) sizes.push_back(n);
+    for (int n : sizes)
+      for (const Problem& p : ladder::shapes(n, DType::f32)) {
+        DeviceTensors tensors(p, random_inputs(p, 99));
+        std::printf("%-44s", p.describe().c_str());
+        for (size_t i = 0; i < rungs.size(); ++i) {
+          ladder::Row row{rungs[i].name, worst[i] >= 0 ? "ok" : "check failed", p, 0, 0, worst[i]};
+          if (worst[i] >= 0)
+            ladder::time_row(row, ladder::as_kernel(9, supports_f32, rungs[i]), tensors, iters);
+          std::printf(" | %s %8.3f ms %6.1f", rungs[i].name, row.median_ms, row.tflops);
+          rows.push_back(row);
+        }
+        ladder::Row row{"split_pass", "ok", p, 0, 0, 0};
+        ladder::time_row(row, split, tensors, iters, false);
+        std::printf(" | split %7.3f ms\n", row.median_ms);
+        rows.push_back(row);
+      }
+  }
+
+  if (!json_path.empty()) {
+    std::vector<json::Object> check_json, error_json, row_json;
+    for (size_t i = 0; i < rungs.size(); ++i) {
+      json::Object o;
+      o.add("rung", rungs[i].name).add("worst_rel_l2", worst[i])
+          .add("tolerance", rungs[i].tolerance).add("status", worst[i] >= 0 ? "ok" : "error");
+      check_json.push_back(o);
+    }
+    for (const ErrorRow& e : errors) {
+      json::Object o;
+      o.add("rung", e.rung).add("shape", e.p.describe()).add("range", e.range)
+          .add("rel_l2", e.rel_l2).add("status", e.status == "ok" ? "ok" : "error");
+      error_json.push_back(o);
+    }
+    for (const ladder::Row& r : rows) row_json.push_back(ladder::row_json(r));
+    json::Document doc("attn-tf32-09/1");
+    doc.field("device", json::device(dev))
+        .field("method", ladder::method_json(iters, static_cast<int>(check_shapes().size())))
+        .list("checks", check_json)
+        .list("errors", error_json)
+        .list("rows", row_json);
+    if (Status s = doc.write(json_path); !s) {
+      std::cerr << "error: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << json_path << "\n";
+  }
+  bool timing_failed = false;
+  for (const ladder::Row& r : rows) timing_failed |= r.status != "ok";
+  return failed || timing_failed ? 1 : 0;
+}
