@@ -547,6 +547,11 @@ TEST_CASE("fp32 (3xTF32): GQA and MQA, BSHD, several batches and heads, more blo
   testing::check_packed_qkv(kernel(), {1, 8, 2, 130, 128, true, 4, 4, 4}, DType::f32, o);
 }
 
+TEST_CASE("fp32 (3xTF32): grid limits: batch*heads = 70000 > 65535 (the split pass too)") {
+  check_f32(f32(2, 35000, 3, 5, 64, false));
+  check_f32(f32(1, 70000, 2, 9, 128, true));
+}
+
 TEST_CASE("fp32 (3xTF32): rows not 16-byte aligned are refused in one line, nothing launched") {
   Problem p = f32(1, 2, 70, 100, 64, false);
   p.k = {2 * 100 * 66, 100 * 66, 66};  // K rows 264 bytes apart: every other row 8 bytes off

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fp32_error_inputs.h"
 #include "bench/ladder.h"
 #include "common/bench_json.h"
 #include "common/compare.h"
@@ -102,27 +103,6 @@ const std::vector<Problem> kChecks = {
 
 // ---- The error table ------------------------------------------------------------------------
 
-struct InputSet {
-  Problem p;
-  float range;  // Q and K entries in [-range, range)
-  std::string name;
-};
-
-std::vector<InputSet> error_inputs() {
-  std::vector<InputSet> sets;
-  for (float range : {1.0f, 4.0f})
-    for (int d : {64, 128})
-      for (bool causal : {false, true}) {
-        Problem p = Problem::make(1, 4, 1024, 1024, d, causal);
-        p.dtype = DType::f32;
-        char name[64];
-        std::snprintf(name, sizeof name, "d%d_range%g%s", d, double(range),
-                      causal ? "_causal" : "");
-        sets.push_back({p, range, name});
-      }
-  return sets;
-}
-
 struct ErrorRow {
   std::string rung, set;
   Problem p;
@@ -133,22 +113,9 @@ struct ErrorRow {
 
 std::vector<ErrorRow> error_table(const std::string& inputs_dir) {
   std::vector<ErrorRow> rows;
-  std::vector<json::Object> manifest;
-  const std::vector<InputSet> sets = error_inputs();
-  for (size_t i = 0; i < sets.size(); ++i) {
-    const InputSet& s = sets[i];
-    const Inputs in = random_inputs(s.p, 2024 + i, s.range);
+  for (const fp32_errors::InputSet& s : fp32_errors::input_sets()) {
+    const Inputs in = fp32_errors::inputs_of(s);
     const std::vector<double> want = reference_attention(s.p, in.q, in.k, in.v);
-    if (!inputs_dir.empty()) {
-      const std::vector<int64_t> shape = {s.p.batch, s.p.heads, s.p.seq_q, s.p.head_dim};
-      for (auto [tensor, values] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
-        write_npy(inputs_dir + "/" + s.name + "_" + tensor + ".npy", shape, *values);
-      json::Object m;
-      m.add("name", s.name).add("batch", s.p.batch).add("heads", s.p.heads)
-          .add("seq", s.p.seq_q).add("head_dim", s.p.head_dim).add("causal", s.p.causal)
-          .add("range", double(s.range)).add("layout", "bhsd");
-      manifest.push_back(m);
-    }
     for (const Rung& rung : kRungs) {
       ErrorRow row{rung.name, s.name, s.p, s.range};
       std::vector<float> got;
@@ -168,11 +135,7 @@ std::vector<ErrorRow> error_table(const std::string& inputs_dir) {
     }
   }
   if (!inputs_dir.empty()) {
-    json::Document doc("attn-errors-inputs/1");
-    doc.field("note", "\"Q, K, V of bench_07 --dtype f32's error table, float32 .npy files "
-                      "<name>_q.npy, <name>_k.npy, <name>_v.npy, layout [B, H, N, D]\"")
-        .list("sets", manifest);
-    if (Status st = doc.write(inputs_dir + "/errors_inputs.json"); !st)
+    if (Status st = fp32_errors::write_input_sets(inputs_dir, "bench_07 --dtype f32"); !st)
       std::cerr << "error: " << st.message() << "\n";
     else
       std::cout << "wrote the error table's inputs to " << inputs_dir << "\n";
@@ -206,12 +169,12 @@ void print_speed_table(const std::vector<ladder::Row>& rows, const std::vector<i
 void print_error_table(const std::vector<ErrorRow>& rows) {
   std::printf("\nrelative L2 error vs the double reference (same inputs for every rung)\n%-15s",
               "rung");
-  const std::vector<InputSet> sets = error_inputs();
-  for (const InputSet& s : sets) std::printf(" %20s", s.name.c_str());
+  const std::vector<fp32_errors::InputSet> sets = fp32_errors::input_sets();
+  for (const fp32_errors::InputSet& s : sets) std::printf(" %20s", s.name.c_str());
   std::printf("\n");
   for (const Rung& rung : kRungs) {
     std::printf("%-15s", rung.name);
-    for (const InputSet& s : sets)
+    for (const fp32_errors::InputSet& s : sets)
       for (const ErrorRow& r : rows)
         if (r.rung == rung.name && r.set == s.name) std::printf(" %20.2e", r.rel_l2);
     std::printf("\n");

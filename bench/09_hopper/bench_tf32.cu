@@ -2,7 +2,7 @@
 // (modules/09_hopper/tf32_kernel.cuh) beside module 07's 3xTF32 on mma.sync, for accuracy and
 // for speed, in one run.
 //
-//   bench_09_tf32 [--json tf32.json] [--iters 10] [--seq N] [--check-only]
+//   bench_09_tf32 [--json tf32.json] [--iters 10] [--seq N] [--check-only] [--inputs DIR]
 //
 // Rungs (all fp32 tensors in, fp32 O out):
 //   3xtf32_wgmma   module 09's forward_3xtf32: the split pass, then the wgmma kernel
@@ -14,7 +14,9 @@
 //                  its share of 3xtf32_wgmma's time (TFLOP/s 0: it does no attention)
 // (a) Accuracy: the relative L2 error against the double reference of every rung on the same
 //     fp32 inputs: small odd shapes (the check, at the fp32 tolerance 1e-4 for the 3xTF32
-//     rungs) and an error table with inputs in [-1, 1) and [-4, 4) (larger logits).
+//     rungs), then the error table on the inputs of bench_07 --dtype f32's table
+//     (bench/fp32_error_inputs.h: Q and K in [-1, 1) and [-4, 4)); --inputs DIR writes them
+//     for scripts/compare_torch.py --errors.
 // (b) Speed: the ladder shapes, 16k tokens (batch = 16384 / N) and 2048 channels (heads =
 //     2048 / d), d = 64 and 128, causal and not, N = 512 .. 16384 (--seq: one N). TFLOP/s
 //     counts 4 * B * H * N * N * d (halved with the causal mask). CUDA events, 2 runs untimed,
@@ -25,12 +27,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "bench/fp32_error_inputs.h"
 #include "bench/ladder.h"
 #include "common/bench_json.h"
+#include "common/compare.h"
+#include "common/reference.h"
 #include "common/device.h"
 #include "common/problem.h"
 #include "common/registry.h"
@@ -119,10 +125,10 @@ std::vector<Problem> check_shapes() {
 }
 
 struct ErrorRow {
-  std::string rung;
+  std::string rung, set;
   Problem p;
   float range;
-  double rel_l2 = -1;
+  double rel_l2 = -1, max_abs = -1;
   std::string status = "ok";
 };
 
@@ -132,7 +138,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Module 09's 3xTF32 rung: accuracy and speed beside module 07's 3xTF32"};
   int iters = 10, seq = 0;
   bool check_only = false;
-  std::string json_path;
+  std::string json_path, inputs_dir;
+  app.add_option("--inputs", inputs_dir,
+                 "write the error table's inputs as .npy files with a manifest (for "
+                 "scripts/compare_torch.py --errors)");
   app.add_option("--iters", iters, "timed runs per row (median)")->check(CLI::Range(1, 1000));
   app.add_option("--seq", seq, "time only this N (batch = 16384 / N)")
       ->check(CLI::Range(64, 16384));
@@ -171,24 +180,38 @@ int main(int argc, char** argv) {
     std::printf("%-14s %10.2e (tolerance %.0e)  %s\n", rungs[i].name, worst[i],
                 rungs[i].tolerance, status == "ok" ? "" : status.c_str());
   }
-  std::printf("\nerror table: relative L2 error, inputs uniform in [-range, range)\n");
+  std::printf("\nerror table: relative L2 error and largest absolute error on the inputs of "
+              "bench_07 --dtype f32's table (bench/fp32_error_inputs.h)\n");
   std::vector<ErrorRow> errors;
-  for (int d : {64, 128})
-    for (bool causal : {false, true})
-      for (float range : {1.0f, 4.0f}) {
-        const Problem p = Problem::make(1, 4, 1024, 1024, d, causal);
-        const Inputs in = random_inputs(p, 1234 + d, range);
-        std::printf("d=%-3d %-6s range %.0f:", d, causal ? "causal" : "", range);
-        for (const ladder::Rung& r : rungs) {
-          ErrorRow e{r.name, p, range};
-          const CheckResult c = check_kernel(ladder::as_kernel(9, supports_f32, r), p, in, 1.0);
-          if (c.status) e.rel_l2 = c.comparison.rel_l2_error;
-          else e.status = c.status.message();
-          std::printf("  %s %.2e", r.name, e.rel_l2);
-          errors.push_back(e);
-        }
-        std::printf("\n");
+  for (const fp32_errors::InputSet& set : fp32_errors::input_sets()) {
+    const Inputs in = fp32_errors::inputs_of(set);
+    const std::vector<double> want = reference_attention(set.p, in.q, in.k, in.v);
+    std::printf("%-20s", set.name.c_str());
+    for (const ladder::Rung& r : rungs) {
+      ErrorRow e{r.name, set.name, set.p, set.range};
+      std::vector<float> got;
+      const Status st = run_kernel(ladder::as_kernel(9, supports_f32, r), set.p, in, got);
+      if (!st) {
+        e.status = st.message();
+      } else {
+        const Comparison c = compare_output(set.p, got, want, 1.0);
+        e.rel_l2 = c.nan_count ? -1 : c.rel_l2_error;
+        e.max_abs = c.max_abs_error;
+        if (c.nan_count) e.status = "non-finite outputs";
       }
+      std::printf("  %s %.2e (max %.1e)", r.name, e.rel_l2, e.max_abs);
+      errors.push_back(e);
+    }
+    std::printf("\n");
+  }
+  if (!inputs_dir.empty()) {
+    std::filesystem::create_directories(inputs_dir);
+    if (Status st = fp32_errors::write_input_sets(inputs_dir, "bench_09_tf32"); !st) {
+      std::cerr << "error: " << st.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote the error table's inputs to " << inputs_dir << "\n";
+  }
 
   // (b) Speed.
   std::vector<ladder::Row> rows;
@@ -226,8 +249,9 @@ int main(int argc, char** argv) {
     }
     for (const ErrorRow& e : errors) {
       json::Object o;
-      o.add("rung", e.rung).add("shape", e.p.describe()).add("range", e.range)
-          .add("rel_l2", e.rel_l2).add("status", e.status == "ok" ? "ok" : "error");
+      o.add("rung", e.rung).add("inputs", e.set).add("shape", e.p.describe())
+          .add("range", e.range).add("rel_l2", e.rel_l2).add("max_abs", e.max_abs)
+          .add("status", e.status == "ok" ? "ok" : "error");
       error_json.push_back(o);
     }
     for (const ladder::Row& r : rows) row_json.push_back(ladder::row_json(r));

@@ -115,15 +115,15 @@ __global__ void split_k_kernel(RowWalk k, int64_t rows, int head_dim, float* big
 
 // V transposed, big and small: one block moves 64 keys x head_dim values of one
 // (batch, kv_head) through shared memory (reads along head_dim, writes along the keys), the
-// keys of each 8-key group in the order of tf32_layout.h, zeros for the padding keys.
+// keys of each 8-key group in the order of tf32_layout.h, zeros for the padding keys. Grid
+// row y takes the (batch, kv_head) pairs y, y + gridDim.y, ... (at most 65535 rows).
 constexpr int kTransposeKeys = 64;
 
+// One (batch, kv_head) pair's 64-key tile of the transposed V, big and small.
 template <int kHeadDim>
-__global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int seq_k, int padded,
-                                                                 float* big, float* small) {
-  __shared__ float tile[kTransposeKeys][kHeadDim + 1];  // +1: the column reads spread over banks
+__device__ inline void split_v_tile(float (&tile)[kTransposeKeys][kHeadDim + 1], const RowWalk& v,
+                                    int seq_k, int padded, int64_t bh, float* big, float* small) {
   const int key0 = blockIdx.x * kTransposeKeys;
-  const int64_t bh = blockIdx.y;  // batch * kv_heads + kv_head
   constexpr int kChunks = kHeadDim / 4;
   for (int c = threadIdx.x; c < kTransposeKeys * kChunks; c += blockDim.x) {
     const int key = c / kChunks, col = (c % kChunks) * 4;
@@ -155,6 +155,17 @@ __global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int 
   }
 }
 
+template <int kHeadDim>
+__global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int seq_k, int padded,
+                                                                 int64_t pairs, float* big,
+                                                                 float* small) {
+  __shared__ float tile[kTransposeKeys][kHeadDim + 1];  // +1: the column reads spread over banks
+  for (int64_t bh = blockIdx.y; bh < pairs; bh += gridDim.y) {  // batch * kv_heads + kv_head
+    split_v_tile<kHeadDim>(tile, v, seq_k, padded, bh, big, small);
+    __syncthreads();  // the next pair's loads overwrite the tile
+  }
+}
+
 // The split pass: two small kernels on `stream`. k, v as forward_3xtf32 takes them (fp32, p's
 // strides, rows 16-byte aligned).
 inline Status split(const Problem& p, const float* k, const float* v, const SplitTensors& t,
@@ -164,19 +175,20 @@ inline Status split(const Problem& p, const float* k, const float* v, const Spli
   const int64_t chunks = kv_rows * (p.head_dim / 4);
   const int blocks = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>((chunks + 255) / 256, 4 * multiprocessor_count())));
-  if (int64_t(p.batch) * p.kv_heads > 65535)
-    return Status::error("module 09 3xTF32: the V transpose runs one grid row per "
-                         "(batch, kv_head) and takes at most 65535 of them");
+  const int64_t pairs = int64_t(p.batch) * p.kv_heads;
   const int padded = padded_keys(p.seq_k);
-  const dim3 transpose_grid((padded + kTransposeKeys - 1) / kTransposeKeys, p.batch * p.kv_heads);
+  const dim3 transpose_grid((padded + kTransposeKeys - 1) / kTransposeKeys,
+                            static_cast<unsigned>(std::min<int64_t>(pairs, 65535)));
   if (kv_rows > 0) {
     split_k_kernel<><<<blocks, 256, 0, stream>>>(kw, kv_rows, p.head_dim, t.k_big, t.k_small);
     if (p.head_dim == 64)
       split_v_transposed_kernel<64>
-          <<<transpose_grid, 256, 0, stream>>>(vw, p.seq_k, padded, t.vt_big, t.vt_small);
+          <<<transpose_grid, 256, 0, stream>>>(vw, p.seq_k, padded, pairs, t.vt_big,
+                                               t.vt_small);
     else
       split_v_transposed_kernel<128>
-          <<<transpose_grid, 256, 0, stream>>>(vw, p.seq_k, padded, t.vt_big, t.vt_small);
+          <<<transpose_grid, 256, 0, stream>>>(vw, p.seq_k, padded, pairs, t.vt_big,
+                                               t.vt_small);
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return Status::error(std::string("module 09 3xTF32: split launch failed: ") +

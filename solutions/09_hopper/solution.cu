@@ -13,8 +13,7 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
 
 Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
                       cudaStream_t stream) {
-  if (Status s = supports(p); !s) return s;
-  return tf32::forward_3xtf32<HopperSteps>(p, q, k, v, o, stream);
+  return tf32::forward_3xtf32<HopperSteps>(p, q, k, v, o, stream);  // checks p itself
 }
 
 }  // namespace attn::m09::ATTN_IMPL
