@@ -1,6 +1,7 @@
 #include "common/diagnose.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "common/reference.h"
@@ -113,6 +114,18 @@ std::vector<std::string> diagnose(const Problem& p, const Inputs& in, const Chec
       if (matches(p, r, reference_attention(unmasked, in.q, in.k, in.v)))
         hints.push_back("the output matches attention WITHOUT the causal mask: query i may see "
                         "only keys j <= i + seq_k - seq_q");
+    }
+    if (c.bad_elements == 0) {
+      // Over the tolerance in relative L2, yet no element is far off: a small error spread
+      // over every output, not a wrong index, a missing tile or a lost row.
+      char largest[32];
+      std::snprintf(largest, sizeof largest, "%.2e", c.max_abs_error);
+      hints.push_back("no single element is far off its reference: the error is small and "
+                      "spread over all " + std::to_string(c.elements) +
+                      " outputs (largest absolute error " + largest +
+                      "), a precision problem (an operand rounded to too few bits, an "
+                      "accumulation in a narrow type), not a wrong index or a missing tile");
+      return hints;
     }
     hints.push_back("first wrong element " + c.first_bad.str() + ": got " +
                     std::to_string(c.first_bad_got) + ", expected " +

@@ -449,7 +449,7 @@ TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches 
   }
 }
 
-// ---- fp32 as 3xTF32 (README, section 9) ----------------------------------------------------
+// ---- fp32 as 3xTF32 (README, section 11) ---------------------------------------------------
 // forward_3xtf32 is the module's fp32 entry point (Kernel::forward). It must meet the course's
 // fp32 tolerance, default_tolerance(f32) = 1e-4, against the double reference on the same fp32
 // inputs. Plain TF32 (only the big x big products: the starter's TODO 7 and 8 as given) lands
@@ -457,7 +457,7 @@ TEST_CASE("rows not 16-byte aligned: forward() refuses in one line and launches 
 
 namespace {
 
-const char* kTf32 = "modules/09_hopper/README.md, section 9 (fp32 as 3xTF32)";
+const char* kTf32 = "modules/09_hopper/README.md, section 11 (fp32 as 3xTF32)";
 
 std::vector<std::string> tf32_hints(const Problem& p, const Inputs& in, const CheckResult& r) {
   std::vector<std::string> found = hopper_hints(p, in, r);

@@ -96,6 +96,21 @@ TEST_CASE("hints: NaN from overflow vs NaN in a fully masked row") {
   CHECK(hints_of(tall, tin, t).find("sees no key under the causal mask") != std::string::npos);
 }
 
+TEST_CASE("hints: an error spread thinly over every output is named a precision problem") {
+  const Problem p = Problem::make(1, 2, 20, 30, 16);
+  const Inputs in = random_inputs(p, 9);
+  CheckResult r = exact_result(p, in);
+  for (float& x : r.output) x *= 1.0f + 1e-3f;  // 10x the fp32 tolerance, 1/10 of "far off"
+  const std::string hints = hints_of(p, in, r);
+  CHECK_FALSE(r.comparison.passed());
+  CHECK(hints.find("no single element is far off") != std::string::npos);
+  CHECK(hints.find("first wrong element") == std::string::npos);
+  set_row(p, r, 0, 1, 7, 5.0f);  // one row really wrong: located as before
+  const std::string located = hints_of(p, in, r);
+  CHECK(located.find("first wrong element (b=0, h=1, i=7") != std::string::npos);
+  CHECK(located.find("no single element is far off") == std::string::npos);
+}
+
 TEST_CASE("hints: a missing 1/sqrt(d) scale is recognized") {
   const Problem p = Problem::make(1, 2, 20, 30, 16);
   const Inputs in = random_inputs(p, 7);

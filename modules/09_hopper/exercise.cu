@@ -76,7 +76,7 @@ struct HopperSteps {
     (void)o, (void)p, (void)v_tile;
   }
 
-  // ---- fp32 as 3xTF32 (README section 9) ----
+  // ---- fp32 as 3xTF32 (README section 11) ----
 
   // S (64 x kBlockN) = Q K^T from the split operands. Given: the big x big product of each k8
   // step (32 bytes along the 128-byte rows, a new panel every 4 steps). q_rows holds Q's big

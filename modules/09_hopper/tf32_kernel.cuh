@@ -1,6 +1,6 @@
 // Module 09's 3xTF32 rung: fp32 Q, K, V and O, both products on Hopper's tensor cores as
 // wgmma m64nNk8 in TF32, each done three times so that the result keeps fp32 accuracy
-// (README, section 9). Module 07 (section 10) introduced the split: an fp32 value x is
+// (README, section 11). Module 07 (section 10) introduced the split: an fp32 value x is
 // big + small, big = x rounded to TF32 (10 mantissa bits), small = x - big exactly, and
 //   x y = big_x big_y + big_x small_y + small_x big_y + small_x small_y
 // where the last product (2^-22 of x y at most) is dropped. What Hopper changes:

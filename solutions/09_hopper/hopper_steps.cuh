@@ -111,7 +111,7 @@ struct HopperSteps {
     wgmma_commit();
   }
 
-  // ---- fp32 as 3xTF32 (README section 9; tf32_kernel.cuh calls these) ----
+  // ---- fp32 as 3xTF32 (README section 11; tf32_kernel.cuh calls these) ----
 
   // S = Q K^T from the split operands: per k8 step (32 bytes along the 128-byte rows, a new
   // panel every 4 steps), the two products with a small part first, then big big, so the
