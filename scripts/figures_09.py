@@ -18,6 +18,9 @@ python3 scripts/figures_09.py [out_dir].
                      the FP8 rung from the run before, fp8_09_final_h100.json)
   09_scheduler.png   measured: the persistent-grid rungs (round robin, dynamic scheduler,
                      work-tile order) beside cuDNN, causal shapes, same run
+  09_fp32.png        measured: the 3xTF32 rung (fp32 on wgmma) beside module 07's 3xTF32 and
+                     PyTorch's fp32 SDPA, N = 512 ... 16384, one H200 run
+                     (bench09_tf32_h200.json, torch09_tf32_h200.json)
 """
 import json
 import os
@@ -573,9 +576,33 @@ def scheduler(out_dir):
                    figsize=(10.5, 4.9), ncol=3)
 
 
+TF32_BENCH, TF32_TORCH = "bench09_tf32_h200.json", "torch09_tf32_h200.json"
+
+
+def fp32(out_dir):
+    """Measured: the 3xTF32 rung on wgmma beside module 07's 3xTF32 and PyTorch's fp32 SDPA,
+    one H200 run (bench_09_tf32, then compare_torch.py --dtype f32)."""
+    ours = {}
+    for r in _results(TF32_BENCH)["rows"]:
+        if r["status"] == "ok":
+            ours.setdefault(r["rung"], {})[(r["seq"], r["head_dim"], r["causal"])] = r["tflops"]
+    torch = {(r["seq_q"], r["head_dim"], r["causal"]): r["tflops"]
+             for r in _results(TF32_TORCH)["results"]
+             if r["status"] == "ok" and r["kernel"] == "torch_sdpa_efficient"}
+    series = [("module 09, 3xTF32 on wgmma (split pass included)", COLORS["q"], "o-",
+               ours.get("3xtf32_wgmma", {})),
+              ("module 09, plain TF32 (not fp32-accurate)", COLORS["muted"], "^--",
+               ours.get("tf32_wgmma", {})),
+              ("module 07, 3xTF32 on mma.sync", COLORS["k"], "s-", ours.get("3xtf32_07", {})),
+              ("PyTorch fp32 SDPA (memory-efficient)", COLORS["s"], "x-", torch)]
+    return _panels("fp32 attention on the H200: 3xTF32 on Hopper's wgmma",
+                   series, f"docs/results/{TF32_BENCH}, {TF32_TORCH} (one run)", "09_fp32.png",
+                   out_dir, ncol=2, figsize=(13.5, 4.3))
+
+
 def make(out_dir):
     return [block(out_dir), ring(out_dir), schedules(out_dir), ladder(out_dir), timeline(out_dir),
-            vs_cudnn(out_dir), scheduler(out_dir)]
+            vs_cudnn(out_dir), scheduler(out_dir), fp32(out_dir)]
 
 
 if __name__ == "__main__":
