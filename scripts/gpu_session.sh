@@ -16,6 +16,10 @@
 #                                         (ATTN_SANITIZER_SECONDS each, default 150; bench_11:
 #                                         ATTN_BENCH_SECONDS, default 900); uses the binaries in
 #                                         build/release when they are there
+#   scripts/gpu_session.sh tf32           module 09's 3xTF32 rung: bench_09_tf32 and PyTorch's
+#                                         fp32 SDPA (same shapes, same error inputs), the CLI on
+#                                         fp32 tensors, check_09, the starter's fp32 cases and
+#                                         the three sanitizers; binaries from build/release
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-build/gpu_session}"
@@ -133,10 +137,61 @@ phase_backward() {
   tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
 }
 
+phase_tf32() {
+  # Module 09's 3xTF32 rung: bench_09_tf32 and PyTorch's fp32 SDPA on the same shapes and error
+  # inputs (timed first, alone on the GPU), the CLI on fp32 tensors (.npy too), then check_09,
+  # the untouched starter's fp32 cases and memcheck/racecheck/synccheck side by side; uses the
+  # binaries in build/release.
+  local bin=build/release sanitizer inputs="$OUT/err_inputs"
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+    >"$OUT/device.txt"
+  python3 -c "import torch; print('torch', torch.__version__)" >>"$OUT/device.txt" 2>&1
+  timeout 220 $bin/bench_09_tf32 --iters 10 --json "$OUT/bench09_tf32.json" \
+    --inputs "$inputs" >"$OUT/bench09_tf32.txt" 2>&1
+  echo "bench_09_tf32 exit $?"
+  PYTHONUNBUFFERED=1 timeout 150 python3 scripts/compare_torch.py --dtype f32 \
+    --backend efficient --errors "$inputs" --out "$OUT/torch09_tf32.json" \
+    >"$OUT/torch09_tf32.txt" 2>&1
+  echo "compare_torch exit $?"
+  {
+    $ATTN run --module 9 --dtype f32 --verify --seq 1000 --heads 4 --dim 128 --causal --time
+    $ATTN run --module 9 --dtype f32 --verify --seq-q 65 --seq-k 1000 --heads 8 --kv-heads 2 \
+      --dim 64 --layout bshd
+    $ATTN run --module 9 --dtype f32 --verify --q "$inputs/d128_range4_q.npy" \
+      --k "$inputs/d128_range4_k.npy" --v "$inputs/d128_range4_v.npy"
+    $ATTN run --module 9 --impl exercise --dtype f32 --verify --seq 1000 --heads 4 --dim 64
+    $ATTN run --module 9 --dtype f32 --dim 96
+    echo "last exit $?"
+  } >"$OUT/cli09_f32.txt" 2>&1
+  rm -rf "$inputs"
+  mkdir -p "$OUT/logs"
+  ( timeout 300 $bin/check_09 >"$OUT/logs/check_09.txt" 2>&1
+    echo "check_09 exit $?" >>"$OUT/logs/check_09.txt" ) &
+  ( timeout 300 $bin/grade_09 -tc="fp32*" >"$OUT/logs/grade_09.txt" 2>&1
+    echo "grade_09 exit $?" >>"$OUT/logs/grade_09.txt" ) &
+  for tool in memcheck racecheck synccheck; do
+    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout 300 \
+        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_09 -tc="fp32*" \
+        >"$OUT/logs/$tool.txt" 2>&1
+      echo "$tool exit $?" >>"$OUT/logs/$tool.txt" ) &
+  done
+  wait
+  for f in check_09 grade_09 memcheck racecheck synccheck; do
+    echo "--- $f"
+    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
+  done | tee "$OUT/checks.txt"
+  grep -E "^3xtf32|^tf32" "$OUT/bench09_tf32.txt"
+  grep -E "8192|Sq=512 " "$OUT/bench09_tf32.txt"
+  grep -E "N=512 |N=8192" "$OUT/torch09_tf32.txt" | grep -v errors
+  grep -E "PASS|FAIL|attn:" "$OUT/cli09_f32.txt"
+}
+
 case "${1:-check}" in
   check) phase_check ;;
   verify) phase_verify ;;
   bench) phase_bench "${2:-}" ;;
   backward) phase_backward "${2:-}" ;;
-  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs]" >&2; exit 2 ;;
+  tf32) phase_tf32 ;;
+  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32" >&2; exit 2 ;;
 esac

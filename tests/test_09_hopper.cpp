@@ -500,6 +500,14 @@ TEST_CASE("fp32 (3xTF32): a long sequence, 4097, causal and not") {
     for (int d : kHeadDims) check_f32(f32(1, 1, 4097, 4097, d, causal));
 }
 
+TEST_CASE("fp32 (3xTF32): more than 4096 keys: K split by the pass instead of the kernel") {
+  for (bool causal : {false, true})
+    for (int d : kHeadDims) {
+      check_f32(f32(1, 2, 65, 4500, d, causal));
+      check_f32(f32(2, 4, 200, 5000, d, causal, Layout::BSHD, 2));
+    }
+}
+
 TEST_CASE("fp32 (3xTF32): seq_q != seq_k both ways; rows that see no key are 0") {
   for (auto [sq, sk] : {std::pair{65, 1000}, {1000, 65}, {1, 300}, {300, 1}, {200, 17}})
     for (bool causal : {false, true})

@@ -5,13 +5,17 @@
 //   bench_09_tf32 [--json tf32.json] [--iters 10] [--seq N] [--check-only] [--inputs DIR]
 //
 // Rungs (all fp32 tensors in, fp32 O out):
-//   3xtf32_wgmma   module 09's forward_3xtf32: the split pass, then the wgmma kernel
+//   3xtf32_wgmma   module 09's forward_3xtf32: the split pass, then the wgmma kernel (K split
+//                  in the kernel up to tf32::kKInKernelKeys keys, by the pass beyond)
+//   3xtf32_wgmma_kpass  the same tiles with K always split by the pass (both planes loaded)
+//   3xtf32_wgmma_kin    ... and always by the producer warps in shared memory
 //   tf32_wgmma     the same kernel with only the big x big products: plain TF32 (the lesson's
 //                  comparison; held to module 07's kTf32Tolerance, not to fp32's)
 //   3xtf32_07      module 07's forward_3xtf32 (mma.sync m16n8k8), the course's previous
 //                  fastest fp32 kernel
-//   split_pass     the split pass alone (K big and small, V transposed big and small):
-//                  its share of 3xtf32_wgmma's time (TFLOP/s 0: it does no attention)
+//   split_pass     the split pass alone, as 3xtf32_wgmma runs it (V transposed big and small;
+//                  K big and small too where the production splits K in the pass): its share
+//                  of 3xtf32_wgmma's time (TFLOP/s 0: it does no attention)
 // (a) Accuracy: the relative L2 error against the double reference of every rung on the same
 //     fp32 inputs: small odd shapes (the check, at the fp32 tolerance 1e-4 for the 3xTF32
 //     rungs), then the error table on the inputs of bench_07 --dtype f32's table
@@ -91,6 +95,17 @@ Status wgmma_tf32(const Problem& p, const float* q, const float* k, const float*
                   cudaStream_t stream) {
   return m09::tf32::forward_3xtf32<PlainTf32Steps>(p, q, k, v, o, stream);
 }
+// The production tiles with K always split by the pass, and always in the kernel.
+Status wgmma_3xtf32_kpass(const Problem& p, const float* q, const float* k, const float* v,
+                          float* o, cudaStream_t stream) {
+  return m09::tf32::forward_3xtf32_with<m09::solution::HopperSteps, m09::tf32::Tf32Long64,
+                                        m09::tf32::Tf32Long128>(p, q, k, v, o, stream);
+}
+Status wgmma_3xtf32_kin(const Problem& p, const float* q, const float* k, const float* v,
+                        float* o, cudaStream_t stream) {
+  return m09::tf32::forward_3xtf32_with<m09::solution::HopperSteps, m09::tf32::Tf32Short64,
+                                        m09::tf32::Tf32Short128>(p, q, k, v, o, stream);
+}
 Status mma_sync_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
                        cudaStream_t stream) {
   return m07::solution::forward_3xtf32(p, q, k, v, o, stream);
@@ -99,7 +114,8 @@ Status split_pass(const Problem& p, const float*, const float* k, const float* v
                   cudaStream_t stream) {
   void* workspace = nullptr;
   if (Status s = m09::tf32::workspace_for(p, &workspace); !s) return s;
-  return m09::tf32::split(p, k, v, m09::tf32::carve_workspace(p, workspace), stream);
+  return m09::tf32::split(p, k, v, m09::tf32::carve_workspace(p, workspace), stream,
+                          !m09::tf32::splits_k_in_kernel(p));
 }
 
 Status supports_f32(const Problem& p) { return m09::tf32::supports(p); }
@@ -162,6 +178,8 @@ int main(int argc, char** argv) {
 
   const std::vector<ladder::Rung> rungs = {
       {"3xtf32_wgmma", nullptr, wgmma_3xtf32, kFp32Tolerance},
+      {"3xtf32_wgmma_kpass", nullptr, wgmma_3xtf32_kpass, kFp32Tolerance},
+      {"3xtf32_wgmma_kin", nullptr, wgmma_3xtf32_kin, kFp32Tolerance},
       {"tf32_wgmma", nullptr, wgmma_tf32, m07::kTf32Tolerance},
       {"3xtf32_07", nullptr, mma_sync_3xtf32, kFp32Tolerance},
   };

@@ -9,10 +9,12 @@
 //     keys are the K dimension, and V stores head_dim contiguous), so V goes through a
 //     transpose.
 //   - B comes from shared memory only, so the small parts of K and V must be tiles of their
-//     own. One pass before the attention kernel (split()) writes them once per call: K big and
-//     small in [batch][kv_head][seq_k][head_dim], V transposed, big and small, in
-//     [batch][kv_head][head_dim][keys] with the keys of each 8-key group in the order of
-//     tf32_layout.h. Every query block then reads them with TMA, as the bf16 kernel reads K, V.
+//     own. One pass before the attention kernel (split()) writes V transposed, big and small,
+//     in [batch][kv_head][head_dim][keys] with the keys of each 8-key group in the order of
+//     tf32_layout.h, once per call; every query block then reads them with TMA. K needs no
+//     transpose: up to kKInKernelKeys keys the producer warps split each K tile in shared
+//     memory after TMA lands it raw; beyond, the pass writes K big and small too (which is
+//     faster there, see kKInKernelKeys).
 //   - A may come from registers. Q's small part lives in registers for the whole work tile
 //     (split once, after Q lands; Q's big part is written back over Q in shared memory), and
 //     P's big and small parts go from the S accumulators to A registers without a shuffle.
@@ -166,10 +168,11 @@ __global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int 
   }
 }
 
-// The split pass: two small kernels on `stream`. k, v as forward_3xtf32 takes them (fp32, p's
-// strides, rows 16-byte aligned).
+// The split pass on `stream`: V always; K too when `with_k` (a configuration that splits K
+// in the kernel, Tf32Config::kSplitKInKernel, reads the caller's K instead). k, v as
+// forward_3xtf32 takes them (fp32, p's strides, rows 16-byte aligned).
 inline Status split(const Problem& p, const float* k, const float* v, const SplitTensors& t,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool with_k = true) {
   const RowWalk kw{k, p.k, p.kv_heads, p.seq_k}, vw{v, p.v, p.kv_heads, p.seq_k};
   const int64_t kv_rows = int64_t(p.batch) * p.kv_heads * p.seq_k;
   const int64_t chunks = kv_rows * (p.head_dim / 4);
@@ -180,7 +183,8 @@ inline Status split(const Problem& p, const float* k, const float* v, const Spli
   const dim3 transpose_grid((padded + kTransposeKeys - 1) / kTransposeKeys,
                             static_cast<unsigned>(std::min<int64_t>(pairs, 65535)));
   if (kv_rows > 0) {
-    split_k_kernel<><<<blocks, 256, 0, stream>>>(kw, kv_rows, p.head_dim, t.k_big, t.k_small);
+    if (with_k)
+      split_k_kernel<><<<blocks, 256, 0, stream>>>(kw, kv_rows, p.head_dim, t.k_big, t.k_small);
     if (p.head_dim == 64)
       split_v_transposed_kernel<64>
           <<<transpose_grid, 256, 0, stream>>>(vw, p.seq_k, padded, pairs, t.vt_big,
@@ -205,9 +209,15 @@ inline Status split(const Problem& p, const float* k, const float* v, const Spli
 // compute P V, the next V tile while they compute S (the ping-pong order leaves two products
 // of time, about 3000 cycles, for each). At d = 64 every tile is half as large and two slots
 // fit.
-template <int kHeadDim_, int kBlockN_ = 64, int kStages_ = 1>
+template <int kHeadDim_, int kBlockN_ = 64, int kStages_ = 1, bool kSplitKInKernel_ = false>
 struct Tf32Config {
   static constexpr int kHeadDim = kHeadDim_;
+  // Where K is split. false: the split pass writes K big and small, the producer loads both
+  // planes. true: the producer loads the caller's K (raw fp32) into the big plane, and its
+  // four warps split it in shared memory (big rounded in place, small into the small plane)
+  // before they release the tile to the consumers: the split pass then only handles V, which
+  // must be transposed anyway.
+  static constexpr bool kSplitKInKernel = kSplitKInKernel_;
   static constexpr int kConsumers = 2;
   static constexpr int kRowsPerConsumer = 64;
   static constexpr int kBlockM = kConsumers * kRowsPerConsumer;
@@ -233,15 +243,19 @@ struct Tf32Config {
   static constexpr int kBarriers = 3 + 4 * kStages;  // SharedPlan's numbering
   static constexpr uint32_t kFlagOffset = kBarrierOffset + kBarriers * 8;
   static constexpr uint32_t kWorkOffset = kFlagOffset + 8;
-  static constexpr uint32_t kSharedBytes = kWorkOffset + 8 + 1024;  // + alignment slack
+  // kSplitKInKernel: one more barrier per slot, "K landed" (the copy's bytes), which the
+  // producer warps wait on before they split; k_full then counts their four arrivals.
+  static constexpr uint32_t kLandedOffset = kWorkOffset + 8;
+  static constexpr uint32_t kSharedBytes = kLandedOffset + 8 * kStages + 1024;  // + alignment
   static_assert(kPlaneBytes % 1024 == 0, "every tile must start on a 1024-byte boundary");
   static_assert(kSharedBytes <= 227 * 1024, "more shared memory than an SM has");
 
   // Registers after setmaxnreg: a consumer holds O (kHeadDim / 2), S (kBlockN / 2), P's big
   // and small parts (kBlockN / 2 each) and Q's small part (kHeadDim / 2): 224 at d = 128
   // with 64-key tiles.
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  // (kSplitKInKernel: the producer's four warps split K, which needs a few registers more.)
+  static constexpr int kProducerRegisters = kSplitKInKernel ? 40 : 24;
+  static constexpr int kConsumerRegisters = kSplitKInKernel ? 232 : 240;
 };
 
 // The address of fp32 element (row, col) of a tile stored as 128-byte swizzled panels of 32
@@ -291,6 +305,30 @@ __device__ inline void split_p(const float (&s)[C::kBlockN / 2], uint32_t (&p_bi
       p_big[j][tf32_a_register_for(r)] = __float_as_uint(big);
       p_small[j][tf32_a_register_for(r)] = __float_as_uint(small);
     }
+  }
+}
+
+// kSplitKInKernel: the producer warpgroup's 128 threads split a K tile that landed raw in the
+// big plane. The two planes share one layout (the swizzle moves 16-byte chunks, which the
+// split keeps whole), so chunk c of the small plane is the split of chunk c of the big one.
+template <class C>
+__device__ inline void split_k_tile(uint32_t k_tile, int thread) {
+  for (uint32_t at = thread * 16; at < C::kPlaneBytes; at += 128 * 16) {
+    float4 x, big, small;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+                 : "r"(k_tile + at)
+                 : "memory");
+    split_tf32(x.x, big.x, small.x);
+    split_tf32(x.y, big.y, small.y);
+    split_tf32(x.z, big.z, small.z);
+    split_tf32(x.w, big.w, small.w);
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(k_tile + at), "f"(big.x),
+                 "f"(big.y), "f"(big.z), "f"(big.w)
+                 : "memory");
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(k_tile + C::kPlaneBytes + at),
+                 "f"(small.x), "f"(small.y), "f"(small.z), "f"(small.w)
+                 : "memory");
   }
 }
 
@@ -409,10 +447,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     asm volatile("st.shared.u32 [%0], 0;" ::"r"(plan.base + C::kFlagOffset) : "memory");
     mbarrier_init(plan.barrier(q_full), 1);
     for (int s = 0; s < C::kStages; ++s) {
-      mbarrier_init(plan.barrier(k_full, s), 1);
+      // kSplitKInKernel: each producer warp arrives once its part of the split is written.
+      mbarrier_init(plan.barrier(k_full, s), C::kSplitKInKernel ? 4 : 1);
       mbarrier_init(plan.barrier(v_full, s), 1);
       mbarrier_init(plan.barrier(k_empty, s), 4 * C::kConsumers);  // one arrival per consumer warp
       mbarrier_init(plan.barrier(v_empty, s), 4 * C::kConsumers);
+      if constexpr (C::kSplitKInKernel) mbarrier_init(plan.base + C::kLandedOffset + 8 * s, 1);
     }
     mbarrier_init_fence();
   }
@@ -426,24 +466,50 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (warpgroup == 0) {
     registers_release<C::kProducerRegisters>();
-    if (warp == 0 && lane == 0) {
+    // One thread issues the copies. With kSplitKInKernel all four warps stay: they split each
+    // K tile once it has landed.
+    const bool issuer = warp == 0 && lane == 0;
+    if (issuer || C::kSplitKInKernel) {
       const int kv_head = head / (a.heads / a.kv_heads);
-      plan.arrive_expect_bytes(q_full, 0, C::kQBytes);
-      for (int panel = 0; panel < C::kQKPanels; ++panel)
-        tma_load_4d(plan.q() + panel * C::kBlockM * C::kRowBytes, &maps.q, plan.barrier(q_full),
-                    panel * C::kPanelFloats, m_block * C::kBlockM, head, batch);
+      if (issuer) {
+        plan.arrive_expect_bytes(q_full, 0, C::kQBytes);
+        for (int panel = 0; panel < C::kQKPanels; ++panel)
+          tma_load_4d(plan.q() + panel * C::kBlockM * C::kRowBytes, &maps.q,
+                      plan.barrier(q_full), panel * C::kPanelFloats, m_block * C::kBlockM, head,
+                      batch);
+      }
       for (int j = 0; j < tiles && !plan.gave_up(); ++j) {
         const RingPosition ring(j, C::kStages);
         const uint32_t k_tile = plan.k(ring.slot), v_tile = plan.v(ring.slot);
-        plan.wait(k_empty, ring.slot, ring.phase ^ 1);
-        plan.arrive_expect_bytes(k_full, ring.slot, C::kKVBytes);
-        for (int panel = 0; panel < C::kQKPanels; ++panel) {
-          const uint32_t at = panel * C::kBlockN * C::kRowBytes;
-          tma_load_4d(k_tile + at, &maps.k_big, plan.barrier(k_full, ring.slot),
-                      panel * C::kPanelFloats, j * C::kBlockN, kv_head, batch);
-          tma_load_4d(k_tile + C::kPlaneBytes + at, &maps.k_small,
-                      plan.barrier(k_full, ring.slot), panel * C::kPanelFloats, j * C::kBlockN,
-                      kv_head, batch);
+        if constexpr (C::kSplitKInKernel) {
+          // The caller's K into the big plane, completing on "K landed"; then every producer
+          // thread splits its chunks, and each warp releases the tile to the consumers.
+          const uint32_t landed = plan.base + C::kLandedOffset + 8 * ring.slot;
+          if (issuer) {
+            plan.wait(k_empty, ring.slot, ring.phase ^ 1);
+            mbarrier_arrive_expect_bytes(landed, C::kPlaneBytes);
+            for (int panel = 0; panel < C::kQKPanels; ++panel)
+              tma_load_4d(k_tile + panel * C::kBlockN * C::kRowBytes, &maps.k_big, landed,
+                          panel * C::kPanelFloats, j * C::kBlockN, kv_head, batch);
+          }
+          mbarrier_wait(landed, ring.phase, plan.hang, k_full, ring.slot,
+                        plan.base + C::kFlagOffset);
+          split_k_tile<C>(k_tile, threadIdx.x);
+          fence_shared_for_async_proxy();  // the consumers' wgmmas read what st.shared wrote
+          __syncwarp();
+          if (lane == 0) plan.arrive(k_full, ring.slot);
+          if (!issuer) continue;
+        } else {
+          plan.wait(k_empty, ring.slot, ring.phase ^ 1);
+          plan.arrive_expect_bytes(k_full, ring.slot, C::kKVBytes);
+          for (int panel = 0; panel < C::kQKPanels; ++panel) {
+            const uint32_t at = panel * C::kBlockN * C::kRowBytes;
+            tma_load_4d(k_tile + at, &maps.k_big, plan.barrier(k_full, ring.slot),
+                        panel * C::kPanelFloats, j * C::kBlockN, kv_head, batch);
+            tma_load_4d(k_tile + C::kPlaneBytes + at, &maps.k_small,
+                        plan.barrier(k_full, ring.slot), panel * C::kPanelFloats,
+                        j * C::kBlockN, kv_head, batch);
+          }
         }
         plan.wait(v_empty, ring.slot, ring.phase ^ 1);
         plan.arrive_expect_bytes(v_full, ring.slot, C::kKVBytes);
@@ -486,8 +552,8 @@ inline Status make_f32_map(CUtensorMap* map, const void* base, const uint64_t (&
 }
 
 template <class C, class Steps, bool kCausal>
-Status launch_tf32_config(const Problem& p, const float* q, const SplitTensors& t, float* o,
-                          cudaStream_t stream) {
+Status launch_tf32_config(const Problem& p, const float* q, const float* k, const SplitTensors& t,
+                          float* o, cudaStream_t stream) {
   const uint64_t d = C::kHeadDim, keys = padded_keys(p.seq_k);
   const uint64_t sk = p.seq_k, kvh = p.kv_heads, b = p.batch;
   Tf32Maps maps;
@@ -498,12 +564,22 @@ Status launch_tf32_config(const Problem& p, const float* q, const SplitTensors& 
   };
   if (Status s = user(&maps.q, q, p.seq_q, p.q, C::kBlockM, "Q"); !s) return s;
   if (Status s = user(&maps.o, o, p.seq_q, p.o, C::kRowsPerConsumer, "O"); !s) return s;
-  for (auto [map, base, name] : {std::tuple{&maps.k_big, t.k_big, "K big"},
-                                 std::tuple{&maps.k_small, t.k_small, "K small"}})
-    if (Status s = make_f32_map(map, base, {d, sk, kvh, b}, {d, d * sk, d * sk * kvh},
-                                C::kBlockN, name);
+  if constexpr (C::kSplitKInKernel) {
+    // The caller's K, with its strides; the kernel splits it (k_small is not read).
+    if (Status s = make_f32_map(&maps.k_big, k, {d, sk, kvh, b},
+                                {uint64_t(p.k.seq), uint64_t(p.k.head), uint64_t(p.k.batch)},
+                                C::kBlockN, "K");
         !s)
       return s;
+    maps.k_small = maps.k_big;
+  } else {
+    for (auto [map, base, name] : {std::tuple{&maps.k_big, t.k_big, "K big"},
+                                   std::tuple{&maps.k_small, t.k_small, "K small"}})
+      if (Status s = make_f32_map(map, base, {d, sk, kvh, b}, {d, d * sk, d * sk * kvh},
+                                  C::kBlockN, name);
+          !s)
+        return s;
+  }
   for (auto [map, base, name] : {std::tuple{&maps.v_big, t.vt_big, "V big (transposed)"},
                                  std::tuple{&maps.v_small, t.vt_small, "V small (transposed)"}})
     if (Status s = make_f32_map(map, base, {keys, d, kvh, b}, {keys, keys * d, keys * d * kvh},
@@ -560,15 +636,21 @@ inline Status workspace_for(const Problem& p, void** out) {
 }
 
 // The configurations: d = 128, 64-key tiles, one ring slot (Tf32Config says why); d = 64,
-// 64-key tiles, two slots.
-using Tf32Production128 = Tf32Config<128, 64, 1>;
-using Tf32Production64 = Tf32Config<64, 64, 2>;
+// 64-key tiles, two slots. K is split in the kernel up to kKInKernelKeys keys and by the pass
+// beyond: measured both ways in one run (bench_09_tf32's 3xtf32_wgmma_kin and _kpass rungs),
+// the kernel's split saves the pass's K traffic, a third of the time at 512 keys, and costs
+// 2-4% at 8192 keys and more, where that traffic is small beside the products and the
+// producer warps' shared-memory reads and writes compete with the wgmmas'.
+constexpr int kKInKernelKeys = 4096;
+using Tf32Short128 = Tf32Config<128, 64, 1, true>;
+using Tf32Short64 = Tf32Config<64, 64, 2, true>;
+using Tf32Long128 = Tf32Config<128, 64, 1, false>;
+using Tf32Long64 = Tf32Config<64, 64, 2, false>;
 
-// The split pass, then the attention kernel of configuration C64 or C128 (forward_3xtf32 of
-// exercise and solution, and the benchmark's variants).
-template <class Steps, class C64 = Tf32Production64, class C128 = Tf32Production128>
-Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
-                      cudaStream_t stream) {
+// The split pass, then the attention kernel of configuration C64 or C128.
+template <class Steps, class C64, class C128>
+Status forward_3xtf32_with(const Problem& p, const float* q, const float* k, const float* v,
+                           float* o, cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
   if (Status s = check_device_and_build(); !s) return s;
   auto tma_rows = [](const float* base, const Strides& s) {
@@ -581,14 +663,27 @@ Status forward_3xtf32(const Problem& p, const float* q, const float* k, const fl
   void* workspace = nullptr;
   if (Status s = workspace_for(p, &workspace); !s) return s;
   const SplitTensors t = carve_workspace(p, workspace);
-  if (Status s = split(p, k, v, t, stream); !s) return s;
+  const bool k_in_kernel = p.head_dim == 64 ? C64::kSplitKInKernel : C128::kSplitKInKernel;
+  if (Status s = split(p, k, v, t, stream, !k_in_kernel); !s) return s;
   auto run = [&](auto config, auto causal) {
     using C = decltype(config);
-    return launch_tf32_config<C, Steps, decltype(causal)::value>(p, q, t, o, stream);
+    return launch_tf32_config<C, Steps, decltype(causal)::value>(p, q, k, t, o, stream);
   };
   if (p.causal)
     return p.head_dim == 64 ? run(C64{}, std::true_type{}) : run(C128{}, std::true_type{});
   return p.head_dim == 64 ? run(C64{}, std::false_type{}) : run(C128{}, std::false_type{});
 }
+
+// forward_3xtf32 of exercise and solution: the production configurations for p.
+template <class Steps>
+Status forward_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                      cudaStream_t stream) {
+  if (p.seq_k <= kKInKernelKeys)
+    return forward_3xtf32_with<Steps, Tf32Short64, Tf32Short128>(p, q, k, v, o, stream);
+  return forward_3xtf32_with<Steps, Tf32Long64, Tf32Long128>(p, q, k, v, o, stream);
+}
+
+// Whether forward_3xtf32 splits K in the kernel for p (the split pass then skips K).
+inline bool splits_k_in_kernel(const Problem& p) { return p.seq_k <= kKInKernelKeys; }
 
 }  // namespace attn::m09::tf32
