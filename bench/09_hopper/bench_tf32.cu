@@ -26,8 +26,8 @@
 //     2048 / d), d = 64 and 128, causal and not, N = 512 .. 16384 (--seq: one N). TFLOP/s
 //     counts 4 * B * H * N * N * d (halved with the causal mask). Per shape: 300 ms of untimed
 //     runs (the clocks settle to their loaded state), then --rounds rounds that each time every
-//     rung once (CUDA events, 2 runs untimed, the median of --iters runs, common/timing.h);
-//     a rung's row is its median round. Timed one after another without that, identical code
+//     rung once, each round starting one rung later (CUDA events, 2 runs untimed, the median
+//     of --iters runs, common/timing.h); a rung's row is its median round. Timed one after another without that, identical code
 //     measured up to 14% apart, the rung timed first after an idle moment the fastest.
 // On a GPU that is not a Hopper, or from a build without sm_90a code, it prints one line and
 // exits 0.
@@ -282,8 +282,10 @@ int main(int argc, char** argv) {
         // the clocks to their loaded state first, then take each rung once per round.
         run_for(kernels[0], tensors, kWarmMs);
         std::vector<std::vector<ladder::Row>> per_rung(kernels.size());
+        // Each round starts one rung later, so no rung is always timed first.
         for (int round = 0; round < rounds; ++round)
-          for (size_t i = 0; i < kernels.size(); ++i) {
+          for (size_t k = 0; k < kernels.size(); ++k) {
+            const size_t i = (k + round) % kernels.size();
             const bool is_split = i == rungs.size();
             const double check = is_split ? 0 : worst[i];
             ladder::Row row{kernels[i].name, check >= 0 ? "ok" : "check failed", p, 0, 0, check};
