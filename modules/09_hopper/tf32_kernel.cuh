@@ -638,9 +638,9 @@ inline Status workspace_for(const Problem& p, void** out) {
 // The configurations: d = 128, 64-key tiles, one ring slot (Tf32Config says why); d = 64,
 // 64-key tiles, two slots. K is split in the kernel up to kKInKernelKeys keys and by the pass
 // beyond: measured both ways in one run (bench_09_tf32's 3xtf32_wgmma_kin and _kpass rungs),
-// the kernel's split saves the pass's K traffic, 9-19% of the time at 512 keys, 4-8% at 1024,
-// and costs 1-7% from 4096 keys on, where that traffic is small beside the products and the
-// producer warps' shared-memory reads and writes compete with the wgmmas'.
+// the kernel's split saves the pass's K traffic, 8-19% of the time at 512 keys, 3-9% at 1024,
+// and costs up to 7% from 4096 keys on, where that traffic is small beside the products and
+// the producer warps' shared-memory reads and writes compete with the wgmmas'.
 constexpr int kKInKernelKeys = 2048;  // tests/test_09_hopper.cpp takes both sides of it
 using Tf32Short128 = Tf32Config<128, 64, 1, true>;
 using Tf32Short64 = Tf32Config<64, 64, 2, true>;
