@@ -118,9 +118,10 @@ Status mma_sync_3xtf32(const Problem& p, const float* q, const float* k, const f
 Status split_pass(const Problem& p, const float*, const float* k, const float* v, float*,
                   cudaStream_t stream) {
   void* workspace = nullptr;
-  if (Status s = m09::tf32::workspace_for(p, &workspace); !s) return s;
-  return m09::tf32::split(p, k, v, m09::tf32::carve_workspace(p, workspace), stream,
-                          !m09::tf32::splits_k_in_kernel(p));
+  const bool with_k = !m09::tf32::splits_k_in_kernel(p);
+  if (Status s = m09::tf32::workspace_for(p, with_k, &workspace); !s) return s;
+  return m09::tf32::split(p, k, v, m09::tf32::carve_workspace(p, workspace, with_k), stream,
+                          with_k);
 }
 
 Status supports_f32(const Problem& p) { return m09::tf32::supports(p); }

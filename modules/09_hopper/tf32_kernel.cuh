@@ -66,34 +66,37 @@ __device__ inline void split_tf32(float x, float& big, float& small) {
 inline int padded_keys(int seq_k) { return (seq_k + kKeyGroup - 1) / kKeyGroup * kKeyGroup; }
 
 struct SplitTensors {
-  float* k_big = nullptr;     // [batch][kv_heads][seq_k][head_dim]
-  float* k_small = nullptr;   // the same
   float* vt_big = nullptr;    // [batch][kv_heads][head_dim][padded_keys(seq_k)], keys permuted
   float* vt_small = nullptr;  // the same
+  float* k_big = nullptr;     // [batch][kv_heads][seq_k][head_dim]; nullptr when the kernel
+  float* k_small = nullptr;   // splits K itself (Tf32Config::kSplitKInKernel)
 };
 
-// One device allocation holds the four; each piece starts on a 256-byte boundary.
+// One device allocation holds them; each piece starts on a 256-byte boundary. `with_k`: the
+// K planes too.
 struct WorkspacePlan {
-  size_t k_big, k_small, vt_big, vt_small, total;
+  size_t vt_big, vt_small, k_big, k_small, total;
 };
-inline WorkspacePlan workspace_plan(const Problem& p) {
+inline WorkspacePlan workspace_plan(const Problem& p, bool with_k) {
   auto round_up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t k_bytes = round_up(size_t(p.batch) * p.kv_heads * p.seq_k * p.head_dim * 4);
+  const size_t k_bytes =
+      with_k ? round_up(size_t(p.batch) * p.kv_heads * p.seq_k * p.head_dim * 4) : 0;
   const size_t vt_bytes =
       round_up(size_t(p.batch) * p.kv_heads * p.head_dim * padded_keys(p.seq_k) * 4);
   WorkspacePlan w{};
-  w.k_big = 0;
-  w.k_small = k_bytes;
-  w.vt_big = 2 * k_bytes;
-  w.vt_small = 2 * k_bytes + vt_bytes;
-  w.total = 2 * k_bytes + 2 * vt_bytes;
+  w.vt_big = 0;
+  w.vt_small = vt_bytes;
+  w.k_big = 2 * vt_bytes;
+  w.k_small = 2 * vt_bytes + k_bytes;
+  w.total = 2 * vt_bytes + 2 * k_bytes;
   return w;
 }
-inline SplitTensors carve_workspace(const Problem& p, void* workspace) {
-  const WorkspacePlan w = workspace_plan(p);
+inline SplitTensors carve_workspace(const Problem& p, void* workspace, bool with_k) {
+  const WorkspacePlan w = workspace_plan(p, with_k);
   auto* base = static_cast<unsigned char*>(workspace);
   auto at = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
-  return SplitTensors{at(w.k_big), at(w.k_small), at(w.vt_big), at(w.vt_small)};
+  return SplitTensors{at(w.vt_big), at(w.vt_small), with_k ? at(w.k_big) : nullptr,
+                      with_k ? at(w.k_small) : nullptr};
 }
 
 // K big and small: 4 values (16 bytes) per thread and step, dense output rows. (A template,
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int 
 // in the kernel, Tf32Config::kSplitKInKernel, reads the caller's K instead). k, v as
 // forward_3xtf32 takes them (fp32, p's strides, rows 16-byte aligned).
 inline Status split(const Problem& p, const float* k, const float* v, const SplitTensors& t,
-                    cudaStream_t stream, bool with_k = true) {
+                    cudaStream_t stream, bool with_k) {
   const RowWalk kw{k, p.k, p.kv_heads, p.seq_k}, vw{v, p.v, p.kv_heads, p.seq_k};
   const int64_t kv_rows = int64_t(p.batch) * p.kv_heads * p.seq_k;
   const int64_t chunks = kv_rows * (p.head_dim / 4);
@@ -616,10 +619,10 @@ Status launch_tf32_config(const Problem& p, const float* q, const float* k, cons
 // The split tensors' device memory, one buffer per process that grows when a larger problem
 // comes (cudaMalloc synchronises, so only the first call of a size pays; the course's programs
 // use one GPU).
-inline Status workspace_for(const Problem& p, void** out) {
+inline Status workspace_for(const Problem& p, bool with_k, void** out) {
   static void* buffer = nullptr;
   static size_t bytes = 0;
-  const size_t need = workspace_plan(p).total;
+  const size_t need = workspace_plan(p, with_k).total;
   if (need > bytes) {
     if (buffer) cudaFree(buffer);
     buffer = nullptr;
@@ -660,10 +663,10 @@ Status forward_3xtf32_with(const Problem& p, const float* q, const float* k, con
     return Status::error("module 09 loads fp32 tiles with TMA, which needs every row to start "
                          "on a 16-byte boundary (aligned base pointers and strides that are "
                          "multiples of 4 floats); module 07 runs this layout");
-  void* workspace = nullptr;
-  if (Status s = workspace_for(p, &workspace); !s) return s;
-  const SplitTensors t = carve_workspace(p, workspace);
   const bool k_in_kernel = p.head_dim == 64 ? C64::kSplitKInKernel : C128::kSplitKInKernel;
+  void* workspace = nullptr;
+  if (Status s = workspace_for(p, !k_in_kernel, &workspace); !s) return s;
+  const SplitTensors t = carve_workspace(p, workspace, !k_in_kernel);
   if (Status s = split(p, k, v, t, stream, !k_in_kernel); !s) return s;
   auto run = [&](auto config, auto causal) {
     using C = decltype(config);
