@@ -18,8 +18,9 @@
 //   - A may come from registers. Q's small part lives in registers for the whole work tile
 //     (split once, after Q lands; Q's big part is written back over Q in shared memory), and
 //     P's big and small parts go from the S accumulators to A registers without a shuffle.
-// The three products of a k step: big big and big small read A from shared memory (wgmma
-// "SS"), small big reads it from registers ("RS").
+// The three products of a k step of S: Q big x K big and Q big x K small read A from shared
+// memory (wgmma "SS"), Q small x K big reads it from registers ("RS"); all three of P V take P
+// from registers.
 //
 // The kernel is module 09's warp-specialised layout: a producer warp issues the copies, two
 // consumer warpgroups of 64 query rows compute, and they take turns at the tensor cores
