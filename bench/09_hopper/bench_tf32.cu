@@ -10,6 +10,8 @@
 //                  in the kernel up to tf32::kKInKernelKeys keys, by the pass beyond)
 //   3xtf32_wgmma_kpass  the same tiles with K always split by the pass (both planes loaded)
 //   3xtf32_wgmma_kin    ... and always by the producer warps in shared memory
+//   3xtf32_wgmma_serial production, with the attention kernel launched after the split pass
+//                  ends instead of as a programmatic dependent launch
 //   tf32_wgmma     the same kernel with only the big x big products: plain TF32 (the lesson's
 //                  comparison; held to module 07's kTf32Tolerance, not to fp32's)
 //   3xtf32_07      module 07's forward_3xtf32 (mma.sync m16n8k8), the course's previous
@@ -111,6 +113,17 @@ Status wgmma_3xtf32_kin(const Problem& p, const float* q, const float* k, const 
   return m09::tf32::forward_3xtf32_with<m09::solution::HopperSteps, m09::tf32::Tf32Short64,
                                         m09::tf32::Tf32Short128>(p, q, k, v, o, stream);
 }
+// Production, but the attention kernel launched after the split pass has ended (no
+// programmatic dependent launch).
+Status wgmma_3xtf32_serial(const Problem& p, const float* q, const float* k, const float* v,
+                           float* o, cudaStream_t stream) {
+  using namespace m09::tf32;
+  if (splits_k_in_kernel(p))
+    return forward_3xtf32_with<m09::solution::HopperSteps, Tf32Short64, Tf32Short128, false>(
+        p, q, k, v, o, stream);
+  return forward_3xtf32_with<m09::solution::HopperSteps, Tf32Long64, Tf32Long128, false>(
+      p, q, k, v, o, stream);
+}
 Status mma_sync_3xtf32(const Problem& p, const float* q, const float* k, const float* v, float* o,
                        cudaStream_t stream) {
   return m07::solution::forward_3xtf32(p, q, k, v, o, stream);
@@ -210,6 +223,7 @@ int main(int argc, char** argv) {
       {"3xtf32_wgmma", nullptr, wgmma_3xtf32, kFp32Tolerance},
       {"3xtf32_wgmma_kpass", nullptr, wgmma_3xtf32_kpass, kFp32Tolerance},
       {"3xtf32_wgmma_kin", nullptr, wgmma_3xtf32_kin, kFp32Tolerance},
+      {"3xtf32_wgmma_serial", nullptr, wgmma_3xtf32_serial, kFp32Tolerance},
       {"tf32_wgmma", nullptr, wgmma_tf32, m07::kTf32Tolerance},
       {"3xtf32_07", nullptr, mma_sync_3xtf32, kFp32Tolerance},
   };

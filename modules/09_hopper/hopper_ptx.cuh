@@ -198,6 +198,20 @@ __device__ inline uint64_t matrix_descriptor(uint32_t address, uint32_t leading_
          (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
 }
 
+// ---- Programmatic dependent launch ---------------------------------------------------------------
+// A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start before
+// the kernel ahead of it in the stream has finished: as soon as every block of that kernel has
+// run griddepcontrol.launch_dependents (or exited). It must then run griddepcontrol.wait before
+// it reads anything the earlier kernel writes: the wait returns once that kernel has finished
+// and its writes are visible. Work that does not depend on it (loading other tensors, setting up
+// barriers) overlaps the earlier kernel's last blocks and the launch itself.
+__device__ inline void allow_dependent_launch() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ inline void wait_for_prerequisite_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 // ---- Registers and barriers between warps ------------------------------------------------------
 
 template <int kRegisters>

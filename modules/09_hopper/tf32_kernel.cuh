@@ -104,6 +104,9 @@ inline SplitTensors carve_workspace(const Problem& p, void* workspace, bool with
 // so that every program that includes this header may instantiate it.)
 template <int kUnused = 0>
 __global__ void split_k_kernel(RowWalk k, int64_t rows, int head_dim, float* big, float* small) {
+#if __CUDA_ARCH__ >= 900
+  allow_dependent_launch();  // the attention kernel may start; it waits before reading K's planes
+#endif
   const int chunks = head_dim / 4;
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < rows * chunks;
        c += int64_t(gridDim.x) * blockDim.x) {
@@ -166,6 +169,9 @@ __global__ void __launch_bounds__(256) split_v_transposed_kernel(RowWalk v, int 
                                                                  int64_t pairs, float* big,
                                                                  float* small) {
   __shared__ float tile[kTransposeKeys][kHeadDim + 1];  // +1: the column reads spread over banks
+#if __CUDA_ARCH__ >= 900
+  allow_dependent_launch();  // the attention kernel may start; it waits before reading V's planes
+#endif
   for (int64_t bh = blockIdx.y; bh < pairs; bh += gridDim.y) {  // batch * kv_heads + kv_head
     split_v_tile<kHeadDim>(tile, v, seq_k, padded, bh, big, small);
     __syncthreads();  // the next pair's loads overwrite the tile
@@ -481,6 +487,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           tma_load_4d(plan.q() + panel * C::kBlockM * C::kRowBytes, &maps.q,
                       plan.barrier(q_full), panel * C::kPanelFloats, m_block * C::kBlockM, head,
                       batch);
+        // The kernel may have started before the split pass ended (programmatic dependent
+        // launch): the first copy of a plane the pass writes waits for it.
+        if constexpr (!C::kSplitKInKernel)
+          if (tiles > 0) wait_for_prerequisite_grid();
       }
       for (int j = 0; j < tiles && !plan.gave_up(); ++j) {
         const RingPosition ring(j, C::kStages);
@@ -503,6 +513,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           __syncwarp();
           if (lane == 0) plan.arrive(k_full, ring.slot);
           if (!issuer) continue;
+          if (j == 0) wait_for_prerequisite_grid();  // V's planes come from the split pass
         } else {
           plan.wait(k_empty, ring.slot, ring.phase ^ 1);
           plan.arrive_expect_bytes(k_full, ring.slot, C::kKVBytes);
@@ -555,7 +566,7 @@ inline Status make_f32_map(CUtensorMap* map, const void* base, const uint64_t (&
                               CU_TENSOR_MAP_SWIZZLE_128B, name);
 }
 
-template <class C, class Steps, bool kCausal>
+template <class C, class Steps, bool kCausal, bool kDependentLaunch = true>
 Status launch_tf32_config(const Problem& p, const float* q, const float* k, const SplitTensors& t,
                           float* o, cudaStream_t stream) {
   const uint64_t d = C::kHeadDim, keys = padded_keys(p.seq_k);
@@ -611,8 +622,19 @@ Status launch_tf32_config(const Problem& p, const float* q, const float* k, cons
     return Status::error(std::string("module 09 3xTF32: cannot give the kernel ") +
                          std::to_string(C::kSharedBytes) + " bytes of shared memory: " +
                          cudaGetErrorString(e));
-  kernel<<<a.work_tiles, C::kThreads, C::kSharedBytes, stream>>>(maps, a);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+  // A programmatic dependent launch (hopper_ptx.cuh): the kernel's blocks may start while the
+  // split pass's last blocks run; the producer waits for the pass before it copies its planes.
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(a.work_tiles));
+  config.blockDim = dim3(C::kThreads);
+  config.dynamicSmemBytes = C::kSharedBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = kDependentLaunch ? 1 : 0;
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, maps, a); e != cudaSuccess)
     return Status::error(std::string("module 09 3xTF32: launch failed: ") + cudaGetErrorString(e));
   return Status::ok();
 }
@@ -651,8 +673,9 @@ using Tf32Short64 = Tf32Config<64, 64, 2, true>;
 using Tf32Long128 = Tf32Config<128, 64, 1, false>;
 using Tf32Long64 = Tf32Config<64, 64, 2, false>;
 
-// The split pass, then the attention kernel of configuration C64 or C128.
-template <class Steps, class C64, class C128>
+// The split pass, then the attention kernel of configuration C64 or C128 (kDependentLaunch:
+// as a programmatic dependent launch, see launch_tf32_config).
+template <class Steps, class C64, class C128, bool kDependentLaunch = true>
 Status forward_3xtf32_with(const Problem& p, const float* q, const float* k, const float* v,
                            float* o, cudaStream_t stream) {
   if (Status s = supports(p); !s) return s;
@@ -671,7 +694,8 @@ Status forward_3xtf32_with(const Problem& p, const float* q, const float* k, con
   if (Status s = split(p, k, v, t, stream, !k_in_kernel); !s) return s;
   auto run = [&](auto config, auto causal) {
     using C = decltype(config);
-    return launch_tf32_config<C, Steps, decltype(causal)::value>(p, q, k, t, o, stream);
+    return launch_tf32_config<C, Steps, decltype(causal)::value, kDependentLaunch>(p, q, k, t, o,
+                                                                                  stream);
   };
   if (p.causal)
     return p.head_dim == 64 ? run(C64{}, std::true_type{}) : run(C128{}, std::true_type{});
