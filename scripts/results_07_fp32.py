@@ -179,10 +179,10 @@ def shown(path):
     return path if rel.startswith("..") else rel
 
 
-def replace_block(text, block, body):
-    """text with the lines between block's two markers replaced by body; None when text does
-    not hold both markers in order."""
-    begin, end = markers(block)
+def replace_block(text, block, body, markers_of=markers):
+    """text with the lines between block's two markers (markers_of(block): this script's, or
+    another results script's) replaced by body; None when text does not hold both in order."""
+    begin, end = markers_of(block)
     start = text.find(begin)
     stop = text.find(end, start + len(begin)) if start >= 0 else -1
     if start < 0 or stop < 0:

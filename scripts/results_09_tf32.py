@@ -130,13 +130,11 @@ def main(argv):
     with open(DOC) as f:
         text = f.read()
     for block, body in bodies.items():
-        begin, end = markers(block)
-        start = text.find(begin)
-        stop = text.find(end, start + len(begin)) if start >= 0 else -1
-        if start < 0 or stop < 0:
+        new = r07.replace_block(text, block, body, markers)
+        if new is None:
             print(f"results_09_tf32: docs/results.md has no results_09_tf32:{block} block")
             return 1
-        text = text[:start + len(begin)] + "\n" + body + "\n" + text[stop:]
+        text = new
     with open(DOC, "w") as f:
         f.write(text)
     print(f"results_09_tf32: rewrote speed, errors in docs/results.md from "
