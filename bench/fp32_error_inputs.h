@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "common/bench_json.h"
+#include "common/compare.h"
 #include "common/npy.h"
 #include "common/problem.h"
+#include "common/registry.h"
 #include "common/runner.h"
 #include "common/status.h"
 
@@ -40,6 +42,28 @@ inline std::vector<InputSet> input_sets() {
 }
 
 inline Inputs inputs_of(const InputSet& s) { return random_inputs(s.p, s.seed, s.range); }
+
+// One kernel's error on one set: the relative L2 error (-1 for non-finite outputs) and the
+// largest absolute error of O against `want` (the double reference on `in`), or why it did
+// not run.
+struct SetError {
+  double rel_l2 = -1, max_abs = -1;
+  std::string status = "ok";
+};
+inline SetError error_on(const Kernel& kern, const InputSet& s, const Inputs& in,
+                         const std::vector<double>& want) {
+  SetError e;
+  std::vector<float> got;
+  if (const Status st = run_kernel(kern, s.p, in, got); !st) {
+    e.status = st.message();
+    return e;
+  }
+  const Comparison c = compare_output(s.p, got, want, 1.0);
+  e.rel_l2 = c.nan_count ? -1 : c.rel_l2_error;
+  e.max_abs = c.max_abs_error;
+  if (c.nan_count) e.status = "non-finite outputs";
+  return e;
+}
 
 // Writes every set's Q, K, V as float32 .npy files <dir>/<name>_{q,k,v}.npy, layout
 // [B, H, N, D], and the manifest <dir>/errors_inputs.json that compare_torch.py --errors reads.

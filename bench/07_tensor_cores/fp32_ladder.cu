@@ -118,16 +118,11 @@ std::vector<ErrorRow> error_table(const std::string& inputs_dir) {
     const std::vector<double> want = reference_attention(s.p, in.q, in.k, in.v);
     for (const Rung& rung : kRungs) {
       ErrorRow row{rung.name, s.name, s.p, s.range};
-      std::vector<float> got;
-      const Status st = run_kernel(ladder::as_kernel(7, m07::supports, rung), s.p, in, got);
-      if (!st) {
-        row.status = st.message();
-      } else {
-        const Comparison c = compare_output(s.p, got, want, 1.0);
-        row.rel_l2 = c.nan_count ? -1 : c.rel_l2_error;
-        row.max_abs = c.max_abs_error;
-        if (c.nan_count) row.status = "non-finite outputs";
-      }
+      const fp32_errors::SetError e =
+          fp32_errors::error_on(ladder::as_kernel(7, m07::supports, rung), s, in, want);
+      row.rel_l2 = e.rel_l2;
+      row.max_abs = e.max_abs;
+      row.status = e.status;
       std::printf("error  %-15s %-20s rel L2 %.3e  max abs %.3e  %s\n", row.rung.c_str(),
                   row.set.c_str(), row.rel_l2, row.max_abs,
                   row.status == "ok" ? "" : row.status.c_str());

@@ -251,16 +251,11 @@ int main(int argc, char** argv) {
     std::printf("%-20s", set.name.c_str());
     for (const ladder::Rung& r : rungs) {
       ErrorRow e{r.name, set.name, set.p, set.range};
-      std::vector<float> got;
-      const Status st = run_kernel(ladder::as_kernel(9, supports_f32, r), set.p, in, got);
-      if (!st) {
-        e.status = st.message();
-      } else {
-        const Comparison c = compare_output(set.p, got, want, 1.0);
-        e.rel_l2 = c.nan_count ? -1 : c.rel_l2_error;
-        e.max_abs = c.max_abs_error;
-        if (c.nan_count) e.status = "non-finite outputs";
-      }
+      const fp32_errors::SetError m =
+          fp32_errors::error_on(ladder::as_kernel(9, supports_f32, r), set, in, want);
+      e.rel_l2 = m.rel_l2;
+      e.max_abs = m.max_abs;
+      e.status = m.status;
       std::printf("  %s %.2e (max %.1e)", r.name, e.rel_l2, e.max_abs);
       errors.push_back(e);
     }
