@@ -13,9 +13,10 @@ cache's rows. Every backend of a shape reads one allocation of q, k, v; --placem
 allocates them K times.
 
 --ours build/release/libdecode_capi_10.so also runs module 10's decode (bench/10_decoding/
-decode_capi.cu, through ctypes) on the bshd tensors the backends read: as pages of
---page-size tokens in order (the same bytes at the same addresses; its output is checked
-against each backend's) and shuffled (the paged case).
+decode_capi.cu, through ctypes) on the tensors the backends read: as pages of --page-size
+tokens in order (the same bytes at the same addresses; its output is checked against each
+backend's) and shuffled (the paged case). A bshd cache is a token-major paged cache; a bhsd
+cache is read as batch x kv_heads sequences of one K/V head (a head-major cache).
 
     python3 scripts/compare_torch_decode.py --layouts bhsd,bshd \
         --out docs/results/decode10_torch_h100.json
@@ -81,8 +82,9 @@ def cache_tensors(torch, batch, seq, layout, heads=32, kv_heads=8, dim=128):
 class Ours:
     """Module 10's decode from bench/'s libdecode_capi_10.so (ctypes), run on the tensors the
     backends read: a bshd cache is a pool of pages of page_size tokens in order, so ours reads
-    the same bytes at the same addresses; with shuffle the block table visits the same pages in
-    a random order (the paged case: other tokens, so no output check)."""
+    the same bytes at the same addresses; a bhsd cache is the same for batch x kv_heads
+    sequences of one K/V head (a head-major cache); with shuffle the block table visits the
+    same pages in a random order (the paged case: other tokens, so no output check)."""
 
     def __init__(self, path):
         import ctypes
@@ -98,6 +100,13 @@ class Ours:
     def prepare(self, torch, q, k, v, page_size, shuffle, seed=1):
         batch, heads, _, dim = q.shape
         kv_heads, seq = k.shape[1], k.shape[2]
+        out = torch.empty(batch, 1, heads, dim, device="cuda", dtype=q.dtype)
+        if k.stride(1) == seq * dim:
+            # bhsd: each K/V head's rows are contiguous, a head-major ("HND") cache. Ours reads
+            # it as batch x kv_heads sequences of one K/V head each, whose `group` query heads
+            # are the ones that share it: Q [B, H, 1, D] and O [B, 1, H, D] hold the same
+            # bytes as [B * KVH, 1, group, D].
+            batch, heads, kv_heads = batch * kv_heads, heads // kv_heads, 1
         if seq % page_size:
             raise ValueError(f"seq_k {seq} is not a multiple of the page size {page_size}")
         per_seq = seq // page_size
@@ -106,7 +115,6 @@ class Ours:
                  if shuffle else torch.arange(pages))
         table = order.to(torch.int32).view(batch, per_seq).cuda()
         lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
-        out = torch.empty(batch, 1, heads, dim, device="cuda", dtype=q.dtype)
         shape = (batch, heads, kv_heads, dim, seq, page_size, 1)
         work = torch.empty(max(1, self.lib.attn_decode_workspace_bytes(*shape)),
                            dtype=torch.uint8, device="cuda")
@@ -150,7 +158,7 @@ def compare(row, out, outputs):
         row[f"rel_l2_vs_{backend}"] = float((mine - ref).norm() / ref.norm())
 
 
-def bench_shape(torch, backends, ours, page_size, batch, seq, layout, placement, flush, warmup,
+def bench_shape(torch, backends, ours, page_sizes, batch, seq, layout, placement, flush, warmup,
                 iters):
     """Every backend (and ours on a bshd cache) on one allocation of q, k, v."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -168,14 +176,17 @@ def bench_shape(torch, backends, ours, page_size, batch, seq, layout, placement,
                 outputs[backend] = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
             rows.append(time_one(torch, f"torch_sdpa_{backend}", layout, batch, seq, placement,
                                  call, flush, warmup, iters))
-    if ours is not None and layout == "bshd":
-        for shuffle in (False, True):
-            call, out = ours.prepare(torch, q, k, v, page_size, shuffle)
-            name = f"ours_page{page_size}_" + ("shuffled" if shuffle else "in_order")
-            row = time_one(torch, name, layout, batch, seq, placement, call, flush, warmup, iters)
-            if not shuffle:
-                compare(row, out, outputs)
-            rows.append(row)
+    for label, lib in ours:
+        for page_size in page_sizes:
+            for shuffle in (False, True):
+                call, out = lib.prepare(torch, q, k, v, page_size, shuffle)
+                name = (f"ours{'-' + label if label else ''}_page{page_size}_" +
+                        ("shuffled" if shuffle else "in_order"))
+                row = time_one(torch, name, layout, batch, seq, placement, call, flush, warmup,
+                               iters)
+                if not shuffle:
+                    compare(row, out, outputs)
+                rows.append(row)
     del q, k, v, outputs
     torch.cuda.empty_cache()
     return rows
@@ -191,8 +202,10 @@ def main():
                         help="bhsd and/or bshd (comma list): the dense caches' memory order")
     parser.add_argument("--ours", default="",
                         help="libdecode_capi_10.so: time module 10's decode on the same bshd "
-                             "tensors (pages in order and shuffled)")
-    parser.add_argument("--page-size", type=int, default=16, help="ours: tokens per page")
+                             "tensors (pages in order and shuffled); a comma list of "
+                             "[label=]library times several builds side by side")
+    parser.add_argument("--page-size", default="16",
+                        help="ours: tokens per page (a comma list times each)")
     parser.add_argument("--placements", type=int, default=1,
                         help="allocations of each shape's tensors (the time moves with where "
                              "the driver puts them)")
@@ -212,13 +225,17 @@ def main():
             parser.error(f"--shapes takes batch:seq_k pairs such as 32:4096 (got {args.shapes})")
         if any(len(t) != 2 or min(t) < 1 for t in todo):
             parser.error(f"--shapes takes positive batch:seq_k pairs (got {args.shapes})")
+    try:
+        page_sizes = [int(x) for x in args.page_size.split(",")]
+    except ValueError:
+        parser.error(f"--page-size takes powers of two such as 16 or 16,64 (got {args.page_size})")
     if args.ours:
-        size = args.page_size
-        if size < 1 or size > 1024 or size & (size - 1):
-            parser.error(f"--page-size is a power of two from 1 to 1024 (got {size})")
-        if any(seq % size for _, seq in todo):
-            parser.error(f"--ours reads each dense cache as pages of --page-size {size} tokens: "
-                         "every seq_k must be a multiple of it")
+        for size in page_sizes:
+            if size < 1 or size > 1024 or size & (size - 1):
+                parser.error(f"--page-size is a power of two from 1 to 1024 (got {size})")
+            if any(seq % size for _, seq in todo):
+                parser.error(f"--ours reads each dense cache as pages of {size} tokens: "
+                             "every seq_k must be a multiple of it")
     try:
         import torch
     except ImportError:
@@ -226,24 +243,25 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("compare_torch_decode.py: no CUDA GPU visible to PyTorch")
     flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
-    ours = None
-    if args.ours:
+    ours = []
+    for item in filter(None, args.ours.split(",")):
+        label, _, path = item.rpartition("=")
         try:
-            ours = Ours(args.ours)
+            ours.append((label, Ours(path)))
         except OSError as err:
-            sys.exit(f"compare_torch_decode.py: cannot load {args.ours}: {err}")
+            sys.exit(f"compare_torch_decode.py: cannot load {path}: {err}")
     rows = []
-    print(f"{'kernel':<24} {'layout':<6} {'batch':>5} {'seq_k':>7} {'alloc':>5} {'ms':>9} "
+    print(f"{'kernel':<28} {'layout':<6} {'batch':>5} {'seq_k':>7} {'alloc':>5} {'ms':>9} "
           f"{'GB/s':>8}  status")
     for layout in args.layouts.split(","):
         for batch, seq in todo:
             for placement in range(args.placements):
-                for row in bench_shape(torch, backends, ours, args.page_size, batch, seq, layout,
+                for row in bench_shape(torch, backends, ours, page_sizes, batch, seq, layout,
                                        placement, flush, args.warmup, args.iters):
                     rows.append(row)
                     checks = " ".join(f"{k[10:]} {v:.1e}" for k, v in row.items()
                                       if k.startswith("rel_l2_vs_"))
-                    print(f"{row['kernel']:<24} {layout:<6} {batch:>5} {seq:>7} {placement:>5} "
+                    print(f"{row['kernel']:<28} {layout:<6} {batch:>5} {seq:>7} {placement:>5} "
                           f"{row.get('median_ms', 0):>9.4f} {row.get('gbs', 0):>8.0f}  "
                           f"{row['status']} {checks}", flush=True)
     doc = {"schema": "attn-decode-torch/1",

@@ -16,6 +16,10 @@
 #                                         (ATTN_SANITIZER_SECONDS each, default 150; bench_11:
 #                                         ATTN_BENCH_SECONDS, default 900); uses the binaries in
 #                                         build/release when they are there
+#   scripts/gpu_session.sh decode [B:N,..] module 10: decode beside PyTorch's cuDNN and FLASH backends
+#                                         on the same tensors, bench_10 --quick, check_10, the
+#                                         untouched starter's grade_10 and the three sanitizers;
+#                                         binaries from build/release
 #   scripts/gpu_session.sh tf32           module 09's 3xTF32 rung: bench_09_tf32 and PyTorch's
 #                                         fp32 SDPA (same shapes, same error inputs), the CLI on
 #                                         fp32 tensors, check_09, the starter's fp32 cases and
@@ -187,11 +191,60 @@ phase_tf32() {
   grep -E "PASS|FAIL|attn:" "$OUT/cli09_f32.txt"
 }
 
+phase_decode() {
+  # Module 10: our decode and PyTorch's cuDNN and FLASH backends on the same tensors
+  # (compare_torch_decode.py --ours, timed first, alone on the GPU; ATTN_DECODE_OURS may name
+  # several label=library builds, ATTN_DECODE_PAGES several page sizes; shapes "all": the whole
+  # sweep), then bench_10 --quick (ATTN_DECODE_BENCH=full: all of it, 0: none), check_10, the
+  # untouched starter's grade_10 and
+  # memcheck/racecheck/synccheck side by side; uses the binaries in build/release.
+  local bin=build/release sanitizer shapes="${1:-32:4096,32:32768,16:4096,1:4096}"
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+    >"$OUT/device.txt"
+  python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" \
+    >>"$OUT/device.txt" 2>&1
+  local only=(--shapes "$shapes")
+  [[ $shapes == all ]] && only=()  # the script's whole sweep
+  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/compare_torch_decode.py --backends cudnn,flash \
+    --layouts "${ATTN_DECODE_LAYOUTS:-bshd}" "${only[@]}" --placements "${ATTN_DECODE_PLACEMENTS:-3}" \
+    --page-size "${ATTN_DECODE_PAGES:-16}" --ours "${ATTN_DECODE_OURS:-$bin/libdecode_capi_10.so}" \
+    --out "$OUT/decode10_torch.json" >"$OUT/decode10_torch.txt" 2>&1
+  echo "compare_torch_decode exit $?"
+  if [[ ${ATTN_DECODE_BENCH:-quick} != 0 ]]; then
+    local quick=(--quick)
+    [[ ${ATTN_DECODE_BENCH:-quick} == full ]] && quick=()
+    timeout 400 $bin/bench_10 "${quick[@]}" --out "$OUT/bench10.json" >"$OUT/bench10.txt" 2>&1
+    echo "bench_10 exit $?"
+  fi
+  mkdir -p "$OUT/logs"
+  ( timeout 300 $bin/check_10 >"$OUT/logs/check_10.txt" 2>&1
+    echo "check_10 exit $?" >>"$OUT/logs/check_10.txt"
+    timeout 300 $bin/grade_10 >"$OUT/logs/grade_10.txt" 2>&1
+    echo "grade_10 exit $?" >>"$OUT/logs/grade_10.txt" ) &
+  for tool in memcheck racecheck synccheck; do
+    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout 300 \
+        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_10 \
+        >"$OUT/logs/$tool.txt" 2>&1
+      echo "$tool exit $?" >>"$OUT/logs/$tool.txt" ) &
+  done
+  wait
+  for f in check_10 grade_10 memcheck racecheck synccheck; do
+    echo "--- $f"
+    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
+  done | tee "$OUT/checks.txt"
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+  grep -E "^decode |HBM" "$OUT/bench10.txt" 2>/dev/null
+  grep -E "^(torch|ours)" "$OUT/decode10_torch.txt"
+}
+
 case "${1:-check}" in
   check) phase_check ;;
   verify) phase_verify ;;
   bench) phase_bench "${2:-}" ;;
   backward) phase_backward "${2:-}" ;;
   tf32) phase_tf32 ;;
-  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32" >&2; exit 2 ;;
+  decode) phase_decode "${2:-}" ;;
+  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes]" >&2
+     exit 2 ;;
 esac
