@@ -44,6 +44,31 @@ def shapes(quick):
     return out
 
 
+def parse_page_sizes(text):
+    """--page-size: a comma list of powers of two from 1 to 1024."""
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--page-size takes powers of two such as 16 or 16,64 (got {text})")
+    for size in sizes:
+        if size < 1 or size > 1024 or size & (size - 1):
+            raise ValueError(f"--page-size is a power of two from 1 to 1024 (got {size})")
+    return sizes
+
+
+def parse_ours(text):
+    """--ours: a comma list of [label=]library; the labels name the rows, so they differ."""
+    builds = []
+    for item in filter(None, text.split(",")):
+        label, _, path = item.rpartition("=")
+        if not path:
+            raise ValueError(f"--ours: no library after '{label}='")
+        if any(label == other for other, _ in builds):
+            raise ValueError(f"--ours: two builds labelled '{label}' (name them label=library)")
+        builds.append((label, path))
+    return builds
+
+
 def median_ms(torch, fn, flush, warmup, iters):
     for _ in range(warmup):
         flush.sum()
@@ -226,16 +251,13 @@ def main():
         if any(len(t) != 2 or min(t) < 1 for t in todo):
             parser.error(f"--shapes takes positive batch:seq_k pairs (got {args.shapes})")
     try:
-        page_sizes = [int(x) for x in args.page_size.split(",")]
-    except ValueError:
-        parser.error(f"--page-size takes powers of two such as 16 or 16,64 (got {args.page_size})")
-    if args.ours:
-        for size in page_sizes:
-            if size < 1 or size > 1024 or size & (size - 1):
-                parser.error(f"--page-size is a power of two from 1 to 1024 (got {size})")
-            if any(seq % size for _, seq in todo):
-                parser.error(f"--ours reads each dense cache as pages of {size} tokens: "
-                             "every seq_k must be a multiple of it")
+        page_sizes = parse_page_sizes(args.page_size)
+        builds = parse_ours(args.ours)
+    except ValueError as err:
+        parser.error(str(err))
+    if builds and any(seq % size for _, seq in todo for size in page_sizes):
+        parser.error("--ours reads each dense cache as pages of --page-size tokens: every "
+                     "seq_k must be a multiple of each page size")
     try:
         import torch
     except ImportError:
@@ -244,8 +266,7 @@ def main():
         sys.exit("compare_torch_decode.py: no CUDA GPU visible to PyTorch")
     flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
     ours = []
-    for item in filter(None, args.ours.split(",")):
-        label, _, path = item.rpartition("=")
+    for label, path in builds:
         try:
             ours.append((label, Ours(path)))
         except OSError as err:

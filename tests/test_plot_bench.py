@@ -354,6 +354,31 @@ class PlotBenchTest(unittest.TestCase):
         self.assertNotIn("flash", r.stdout)  # only an unsupported row
         self.assertIn("| prefill_varlen_1024 | 16 | 32 x 64 | yes | 0.2900 | 236.6 |", r.stdout)
 
+    def test_compare_torch_decode_arguments(self):
+        # --ours takes several [label=]library builds and --page-size several sizes; bad ones
+        # are refused with one line before PyTorch is imported.
+        decode = load_script("compare_torch_decode")  # imports torch only inside main()
+        self.assertEqual(decode.parse_ours("lib.so"), [("", "lib.so")])
+        self.assertEqual(decode.parse_ours("old=a.so,new=b.so"), [("old", "a.so"), ("new", "b.so")])
+        self.assertEqual(decode.parse_ours(""), [])
+        for bad in ("x=a.so,x=b.so", "a.so,b.so", "old="):
+            with self.assertRaises(ValueError, msg=bad):
+                decode.parse_ours(bad)
+        self.assertEqual(decode.parse_page_sizes("16,64"), [16, 64])
+        for bad in ("16,x", "12", "0", "2048"):
+            with self.assertRaises(ValueError, msg=bad):
+                decode.parse_page_sizes(bad)
+        script = os.path.join(SCRIPTS, "compare_torch_decode.py")
+        for args, want in ((["--page-size", "16,x"], "--page-size takes powers of two"),
+                           (["--ours", "x=a.so,x=b.so"], "two builds labelled 'x'"),
+                           (["--ours", "a.so", "--shapes", "32:100", "--page-size", "64"],
+                            "every seq_k must be a multiple")):
+            r = subprocess.run([sys.executable, script, "--out", self.write("unused.json", {}),
+                                *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
     def test_compare_torch_dtypes_and_merge(self):
         torch_script = load_script("compare_torch")  # imports torch only inside main()
         for text, want in (("f32", "f32"), ("float32", "f32"), ("FP16", "f16"), ("half", "f16"),
