@@ -185,7 +185,7 @@ def compare(row, out, outputs):
 
 def bench_shape(torch, backends, ours, page_sizes, batch, seq, layout, placement, flush, warmup,
                 iters):
-    """Every backend (and ours on a bshd cache) on one allocation of q, k, v."""
+    """Every backend, and each of our builds, on one allocation of q, k, v."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     rows, outputs = [], {}
@@ -226,7 +226,7 @@ def main():
     parser.add_argument("--layouts", default="bhsd",
                         help="bhsd and/or bshd (comma list): the dense caches' memory order")
     parser.add_argument("--ours", default="",
-                        help="libdecode_capi_10.so: time module 10's decode on the same bshd "
+                        help="libdecode_capi_10.so: time module 10's decode on the same "
                              "tensors (pages in order and shuffled); a comma list of "
                              "[label=]library times several builds side by side")
     parser.add_argument("--page-size", default="16",

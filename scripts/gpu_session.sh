@@ -196,8 +196,8 @@ phase_decode() {
   # (compare_torch_decode.py --ours, timed first, alone on the GPU; ATTN_DECODE_OURS may name
   # several label=library builds, ATTN_DECODE_PAGES several page sizes; shapes "all": the whole
   # sweep), then bench_10 --quick (ATTN_DECODE_BENCH=full: all of it, 0: none), check_10, the
-  # untouched starter's grade_10 and
-  # memcheck/racecheck/synccheck side by side; uses the binaries in build/release.
+  # untouched starter's grade_10 and memcheck/racecheck/synccheck side by side; uses the
+  # binaries in build/release.
   local bin=build/release sanitizer shapes="${1:-32:4096,32:32768,16:4096,1:4096}"
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
