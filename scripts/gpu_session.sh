@@ -104,12 +104,38 @@ phase_bench() {
     --backends efficient --merge-into "$OUT/bench.json" 2>&1 | tee "$OUT/torch.txt"
 }
 
+# graders_and_sanitizers NN SECONDS [doctest filter...]: module NN's check_NN (the solution,
+# every case) then grade_NN (the untouched starter), beside memcheck, racecheck and synccheck
+# on check_NN, each command stopped after SECONDS; the filter (e.g. -tc="fp32*") narrows the
+# starter's and the sanitizers' cases. Logs go to $OUT/logs.tar.gz, one summary block per
+# command to $OUT/checks.txt (appended) and stdout. Binaries from build/release.
+graders_and_sanitizers() {
+  local m=$1 t=$2 bin=build/release sanitizer tool f
+  shift 2
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  mkdir -p "$OUT/logs"
+  ( timeout "$t" $bin/check_$m >"$OUT/logs/check_$m.txt" 2>&1
+    echo "check_$m exit $?" >>"$OUT/logs/check_$m.txt"
+    timeout "$t" $bin/grade_$m "$@" >"$OUT/logs/grade_$m.txt" 2>&1
+    echo "grade_$m exit $?" >>"$OUT/logs/grade_$m.txt" ) &
+  for tool in memcheck racecheck synccheck; do
+    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout "$t" \
+        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_$m "$@" >"$OUT/logs/$tool.txt" 2>&1
+      echo "$tool exit $? (124: stopped after $t s)" >>"$OUT/logs/$tool.txt" ) &
+  done
+  wait
+  for f in check_$m grade_$m memcheck racecheck synccheck; do
+    echo "--- $f"
+    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
+  done | tee -a "$OUT/checks.txt"
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+}
+
 phase_backward() {
-  local seqs="${1:-1024,4096,16384}" bin=build/release sanitizer
+  local seqs="${1:-1024,4096,16384}" bin=build/release
   if [[ ! -x $bin/bench_11 || ! -x $bin/check_11 || ! -x $bin/grade_11 ]]; then
     ./course build release >"$OUT/build11.log" 2>&1 || { tail -30 "$OUT/build11.log"; exit 1; }
   fi
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
     python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
@@ -122,23 +148,7 @@ phase_backward() {
     --backends flash,cudnn --out "$OUT/torch11.json" >"$OUT/torch11.txt" 2>&1
   tail -30 "$OUT/torch11.txt"
   step "grader, starter, sanitizers"
-  mkdir -p "$OUT/logs"
-  local t="${ATTN_SANITIZER_SECONDS:-150}"
-  ( timeout "$t" $bin/check_11 >"$OUT/logs/check_11.txt" 2>&1
-    echo "check_11 exit $?" >>"$OUT/logs/check_11.txt"
-    timeout "$t" $bin/grade_11 >"$OUT/logs/grade_11.txt" 2>&1
-    echo "grade_11 exit $?" >>"$OUT/logs/grade_11.txt" ) &
-  for tool in memcheck racecheck synccheck; do
-    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout "$t" \
-        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_11 >"$OUT/logs/$tool.txt" 2>&1
-      echo "$tool exit $? (124: stopped at ATTN_SANITIZER_SECONDS)" >>"$OUT/logs/$tool.txt" ) &
-  done
-  wait
-  for f in check_11 grade_11 memcheck racecheck synccheck; do
-    echo "--- $f"
-    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
-  done | tee -a "$OUT/checks.txt"
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+  graders_and_sanitizers 11 "${ATTN_SANITIZER_SECONDS:-150}"
 }
 
 phase_tf32() {
@@ -146,8 +156,7 @@ phase_tf32() {
   # inputs (timed first, alone on the GPU), the CLI on fp32 tensors (.npy too), then check_09,
   # the untouched starter's fp32 cases and memcheck/racecheck/synccheck side by side; uses the
   # binaries in build/release.
-  local bin=build/release sanitizer inputs="$OUT/err_inputs"
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local bin=build/release inputs="$OUT/err_inputs"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
     >"$OUT/device.txt"
   python3 -c "import torch; print('torch', torch.__version__)" >>"$OUT/device.txt" 2>&1
@@ -169,22 +178,8 @@ phase_tf32() {
     echo "last exit $?"
   } >"$OUT/cli09_f32.txt" 2>&1
   rm -rf "$inputs"
-  mkdir -p "$OUT/logs"
-  ( timeout 300 $bin/check_09 >"$OUT/logs/check_09.txt" 2>&1
-    echo "check_09 exit $?" >>"$OUT/logs/check_09.txt" ) &
-  ( timeout 300 $bin/grade_09 -tc="fp32*" >"$OUT/logs/grade_09.txt" 2>&1
-    echo "grade_09 exit $?" >>"$OUT/logs/grade_09.txt" ) &
-  for tool in memcheck racecheck synccheck; do
-    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout 300 \
-        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_09 -tc="fp32*" \
-        >"$OUT/logs/$tool.txt" 2>&1
-      echo "$tool exit $?" >>"$OUT/logs/$tool.txt" ) &
-  done
-  wait
-  for f in check_09 grade_09 memcheck racecheck synccheck; do
-    echo "--- $f"
-    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
-  done | tee "$OUT/checks.txt"
+  : >"$OUT/checks.txt"
+  graders_and_sanitizers 09 300 -tc="fp32*"
   grep -E "^3xtf32|^tf32" "$OUT/bench09_tf32.txt"
   grep -E "8192|Sq=512 " "$OUT/bench09_tf32.txt"
   grep -E "N=512 |N=8192" "$OUT/torch09_tf32.txt" | grep -v errors
@@ -198,8 +193,7 @@ phase_decode() {
   # sweep), then bench_10 --quick (ATTN_DECODE_BENCH=full: all of it, 0: none), check_10, the
   # untouched starter's grade_10 and memcheck/racecheck/synccheck side by side; uses the
   # binaries in build/release.
-  local bin=build/release sanitizer shapes="${1:-32:4096,32:32768,16:4096,1:4096}"
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local bin=build/release shapes="${1:-32:4096,32:32768,16:4096,1:4096}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
     >"$OUT/device.txt"
   python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" \
@@ -217,23 +211,8 @@ phase_decode() {
     timeout 400 $bin/bench_10 "${quick[@]}" --out "$OUT/bench10.json" >"$OUT/bench10.txt" 2>&1
     echo "bench_10 exit $?"
   fi
-  mkdir -p "$OUT/logs"
-  ( timeout 300 $bin/check_10 >"$OUT/logs/check_10.txt" 2>&1
-    echo "check_10 exit $?" >>"$OUT/logs/check_10.txt"
-    timeout 300 $bin/grade_10 >"$OUT/logs/grade_10.txt" 2>&1
-    echo "grade_10 exit $?" >>"$OUT/logs/grade_10.txt" ) &
-  for tool in memcheck racecheck synccheck; do
-    ( ATTN_SANITIZER_LIGHT=1 ATTN_SANITIZER_TOOL=$tool timeout 300 \
-        "$sanitizer" --tool $tool --error-exitcode 99 $bin/check_10 \
-        >"$OUT/logs/$tool.txt" 2>&1
-      echo "$tool exit $?" >>"$OUT/logs/$tool.txt" ) &
-  done
-  wait
-  for f in check_10 grade_10 memcheck racecheck synccheck; do
-    echo "--- $f"
-    grep -E "test cases:|ERROR SUMMARY|RACECHECK SUMMARY|exit " "$OUT/logs/$f.txt" | tail -4
-  done | tee "$OUT/checks.txt"
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+  : >"$OUT/checks.txt"
+  graders_and_sanitizers 10 300
   grep -E "^decode |HBM" "$OUT/bench10.txt" 2>/dev/null
   grep -E "^(torch|ours)" "$OUT/decode10_torch.txt"
 }
