@@ -20,6 +20,10 @@
 #                                         on the same tensors, bench_10 --quick, check_10, the
 #                                         untouched starter's grade_10 and the three sanitizers;
 #                                         binaries from build/release
+#   scripts/gpu_session.sh cute           module 08 beside module 07 on the bf16 ladder, builds
+#                                         alternating (ATTN_CUTE_BUILDS=label=attn,...), PyTorch's
+#                                         FLASH and cuDNN backends, check_08, the starter's
+#                                         grade_08 and the three sanitizers
 #   scripts/gpu_session.sh tf32           module 09's 3xTF32 rung: bench_09_tf32 and PyTorch's
 #                                         fp32 SDPA (same shapes, same error inputs), the CLI on
 #                                         fp32 tensors, check_09, the starter's fp32 cases and
@@ -217,6 +221,47 @@ phase_decode() {
   grep -E "^(torch|ours)" "$OUT/decode10_torch.txt"
 }
 
+phase_cute() {
+  # Module 08 beside module 07 on the bf16 ladder, several builds alternating: ATTN_CUTE_BUILDS
+  # names label=attn-binary pairs (default cur=build/release/attn), ATTN_CUTE_ROUNDS rounds
+  # (default 2). PyTorch's FLASH and cuDNN backends are merged into the last ladder
+  # (ATTN_CUTE_TORCH=0: not). Then check_08, the untouched starter's grade_08 and the three
+  # sanitizers (ATTN_CUTE_CHECKS=0: not); binaries from build/release. Last, module 07's time
+  # over module 08's per shape.
+  local builds="${ATTN_CUTE_BUILDS:-cur=build/release/attn}" rounds=${ATTN_CUTE_ROUNDS:-2}
+  local r pair last=
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+    >"$OUT/device.txt"
+  for ((r = 1; r <= rounds; r++)); do
+    for pair in ${builds//,/ }; do
+      last="$OUT/cute08_${pair%%=*}_$r.json"
+      timeout 300 "${pair#*=}" bench --modules 7,8 --preset ladder --dtype bf16 --out "$last" \
+        >"$OUT/cute08_${pair%%=*}_$r.txt" 2>&1
+      echo "ladder ${pair%%=*} round $r exit $?"
+    done
+  done
+  if [[ -n $last && ${ATTN_CUTE_TORCH:-1} != 0 ]]; then
+    PYTHONUNBUFFERED=1 timeout 300 python3 scripts/compare_torch.py --preset ladder --dtype bf16 \
+      --backends flash,cudnn --merge-into "$last" >"$OUT/torch08.txt" 2>&1
+    echo "compare_torch exit $?"
+  fi
+  : >"$OUT/checks.txt"
+  [[ ${ATTN_CUTE_CHECKS:-1} != 0 ]] && graders_and_sanitizers 08 "${ATTN_SANITIZER_SECONDS:-330}"
+  [[ -n $last ]] && python3 - "$OUT"/cute08_*.json <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    rows = json.load(open(path))["results"]
+    ms = {(r["kernel"][:2], r["head_dim"], r["causal"], r["seq_q"]): r["median_ms"]
+          for r in rows if r.get("status") == "ok"}
+    ratio = {k[1:]: ms[("07",) + k[1:]] / v for k, v in ms.items() if k[0] == "08"}
+    for d in (64, 128):
+        for c in (False, True):
+            v = [ratio[(d, c, n)] for n in sorted(n for (dd, cc, n) in ratio if (dd, cc) == (d, c))]
+            print(f"{path.split('/')[-1]:24s} d={d:3d} causal={int(c)} 07/08:",
+                  " ".join(f"{x:.3f}" for x in v))
+PY
+}
+
 case "${1:-check}" in
   check) phase_check ;;
   verify) phase_verify ;;
@@ -224,6 +269,7 @@ case "${1:-check}" in
   backward) phase_backward "${2:-}" ;;
   tf32) phase_tf32 ;;
   decode) phase_decode "${2:-}" ;;
-  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes]" >&2
+  cute) phase_cute ;;
+  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes] | cute" >&2
      exit 2 ;;
 esac

@@ -11,20 +11,14 @@
 //     copy K, V(t + 1) | S = Q K(t)^T, softmax, P | O += P V(t) | wait, barrier
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 
-#include <cstdint>
 #include <type_traits>
 
-#include "common/cuda_check.h"
-#include "common/device.h"
 #include "common/device/math.cuh"
 #include "common/device/warp.cuh"
 #include "common/problem.h"
-#include "common/status.h"
 
 namespace attn::m08 {
 
@@ -52,32 +46,36 @@ __device__ __forceinline__ int visible_end(const Problem& p, int row) {
   return max(0, min(p.seq_k, row + p.seq_k - p.seq_q + 1));
 }
 
-// Copies a tile, global -> shared, through the thread's partition of the tiled copy: src, dst
-// and the identity coordinates `coord` (row, column of each element) have one shape.
-// Elements past `rows` or `cols` become zeros; `whole` says the tile has none. kVec: one
-// 16-byte cp.async per chunk of 8 (aligned rows, cols % 8 == 0); else element by element,
-// synchronously.
-template <bool kVec, class Copy, class Src, class Dst, class Coord>
+// Copies a tile between global and shared memory through the thread's partition of the
+// global copy: src, dst and the identity coordinates `coord` (row, column of each element)
+// have one shape (CPY, CPY_M, CPY_K). Elements past `rows` or `cols` are zeros in dst when
+// kZeroFill (loads: padding must not add to Q K^T or P V), left alone otherwise (stores);
+// `whole` says the tile has none. kVec: `copy` moves each 16-byte chunk of 8 elements at once
+// (cp.async for loads, a plain 16-byte store for O; rows aligned, cols % 8 == 0), so one
+// predicate per chunk; else element by element.
+template <bool kVec, bool kZeroFill, class Copy, class Src, class Dst, class Coord>
 __device__ __forceinline__ void copy_tile(const Copy& copy, const Src& src, Dst&& dst,
                                           const Coord& coord, int rows, int cols, bool whole) {
-  if constexpr (kVec) {
+  if constexpr (kVec)
     if (whole) {  // every row and column in range (most tiles): no predicates at all
       cute::copy(copy, src, dst);
       return;
     }
+  auto in = [&](auto rc) { return get<0>(rc) < rows && get<1>(rc) < cols; };
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(dst); ++m)
     CUTE_UNROLL
-    for (int m = 0; m < size<1>(dst); ++m)
-      CUTE_UNROLL
-      for (int c = 0; c < size<2>(dst); ++c) {
-        const auto rc = coord(0, m, c);  // a chunk's first element
-        if (get<0>(rc) < rows && get<1>(rc) < cols) cute::copy(copy, src(_, m, c), dst(_, m, c));
-        else clear(dst(_, m, c));
+    for (int c = 0; c < size<2>(dst); ++c) {
+      if constexpr (kVec) {  // a chunk's first element decides for the chunk
+        if (in(coord(0, m, c))) cute::copy(copy, src(_, m, c), dst(_, m, c));
+        else if constexpr (kZeroFill) clear(dst(_, m, c));
+      } else {
+        CUTE_UNROLL
+        for (int e = 0; e < size<0>(dst); ++e)
+          if (in(coord(e, m, c))) dst(e, m, c) = src(e, m, c);
+          else if constexpr (kZeroFill) dst(e, m, c) = typename std::decay_t<Dst>::value_type(0);
       }
-  } else {
-    CUTE_UNROLL
-    for (int i = 0; i < size(dst); ++i)
-      dst(i) = get<0>(coord(i)) < rows && get<1>(coord(i)) < cols ? src(i) : typename std::decay_t<Dst>::value_type(0);
-  }
+    }
 }
 
 // A view of an MMA accumulator ((2, 2), MMA_M, MMA_N) as a matrix (rows, columns): value v
@@ -87,40 +85,32 @@ __device__ __forceinline__ auto rows_by_columns(Layout l) {
   return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<2>(l)));
 }
 
-// Rounds fp32 registers to 16 bits two at a time (one cvt.rn.bf16x2 / f16x2 per pair). src
-// and dst are fragments over the same registers (their layouts may differ: P's A-operand view
-// of S): element j of the storage of one becomes element j of the other.
+// Rounds fp32 registers to 16 bits, element j of src's storage to element j of dst's (their
+// layouts may differ: P's A-operand view of S). CUTLASS's array converter rounds two at a
+// time (one cvt.rn.bf16x2 / f16x2 per pair).
 template <class Src, class Dst>
 __device__ __forceinline__ void round_to_16bit(const Src& src, Dst& dst) {
   using T = typename Dst::value_type;
   constexpr int N = decltype(size(src))::value;
-  static_assert(N % 2 == 0 && N == decltype(size(dst))::value, "pairs of registers");
-  const auto* in = reinterpret_cast<const cutlass::Array<float, 2>*>(src.data());
-  auto* out = reinterpret_cast<cutlass::Array<T, 2>*>(dst.data());
-  cutlass::NumericArrayConverter<T, float, 2> convert;
-  CUTE_UNROLL
-  for (int j = 0; j < N / 2; ++j) out[j] = convert(in[j]);
+  const auto& in = *reinterpret_cast<const cutlass::Array<float, N>*>(src.data());
+  using Converter = cutlass::NumericArrayConverter<T, float, N>;
+  *reinterpret_cast<cutlass::Array<T, N>*>(dst.data()) = Converter{}(in);
 }
 
 // C += A B over k-step kk of the MMA, with B read from shared memory one copy instruction
-// at a time: copy index j fills the B fragments of kPerCopy consecutive N blocks (an
-// ldmatrix.x4 covers the MMA's N tile of 16, two atoms of 8), and their MMAs follow it at
-// once, so few B fragments are live at a time. rB_view is the copy's view of rB.
+// at a time: copy j fills the B fragments of kPerCopy consecutive N blocks (an ldmatrix.x4
+// covers the MMA's N tile of 16, two atoms of 8), and their MMAs follow it at once, so few B
+// fragments are live at a time. rB_view is the copy's view of rB.
 template <class Mma, class CopyB, class SB, class RBView, class RA, class RB, class RC>
 __device__ __forceinline__ void mma_k_step(const Mma& mma, const CopyB& copy_b, const SB& sB,
                                            RBView& rB_view, const RA& rA, const RB& rB, RC& rC,
                                            int kk) {
-  constexpr int kBlocks = decltype(size<1>(rB))::value;
-  constexpr int kCopies = decltype(size<1>(rB_view))::value;
-  static_assert(kBlocks % kCopies == 0, "each copy fills whole N blocks");
-  constexpr int kPerCopy = kBlocks / kCopies;
+  constexpr int kPerCopy = decltype(size<1>(rB) / size<1>(rB_view))::value;
   CUTE_UNROLL
-  for (int j = 0; j < kCopies; ++j) {
-    copy(copy_b, sB(_, j, kk), rB_view(_, j, kk));
+  for (int n = 0; n < size<1>(rB); ++n) {
+    if (n % kPerCopy == 0) copy(copy_b, sB(_, n / kPerCopy, kk), rB_view(_, n / kPerCopy, kk));
     CUTE_UNROLL
-    for (int n = kPerCopy * j; n < kPerCopy * (j + 1); ++n)
-      CUTE_UNROLL
-      for (int m = 0; m < size<1>(rA); ++m) gemm(mma, rA(_, m, kk), rB(_, n, kk), rC(_, m, n));
+    for (int m = 0; m < size<1>(rA); ++m) gemm(mma, rA(_, m, kk), rB(_, n, kk), rC(_, m, n));
   }
 }
 
@@ -132,6 +122,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // mma.sync of 16-bit inputs: sm_80
   using T = typename C::T;
   constexpr int BQ = C::kQueries, BK = C::kKeys, D = C::D;
+  using QTile = Shape<Int<BQ>, Int<D>>;  // a block's queries (and outputs) x the head dim
+  using KTile = Shape<Int<BK>, Int<D>>;  // one tile of keys (and values) x the head dim
   // Which (query block, batch, head). The (batch, head) pairs come in groups of head_group;
   // inside a group heads fast and the last query block first (module 07): the blocks on the
   // GPU at one time share the K/V of at most head_group heads, which stay in L2.
@@ -148,26 +140,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     return make_tensor(make_gmem_ptr(ptr + Problem::offset(s, b, hh, 0)),
                        Recipe::head_layout(rows, p.head_dim, s.seq));
   };
-  const int kvh = p.kv_head(h);
   const bool full_d = p.head_dim == D;  // no padding columns
-  Tensor gQ = local_tile(head(q, p.q, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
-  Tensor gO = local_tile(head(o, p.o, h, p.seq_q), Shape<Int<BQ>, Int<D>>{}, make_coord(query_block, 0));
-  Tensor gK = local_tile(head(k, p.k, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
-  Tensor gV = local_tile(head(v, p.v, kvh, p.seq_k), Shape<Int<BK>, Int<D>>{}, make_coord(_, 0));
+  Tensor gQ = local_tile(head(q, p.q, h, p.seq_q), QTile{}, make_coord(query_block, 0));
+  Tensor gO = local_tile(head(o, p.o, h, p.seq_q), QTile{}, make_coord(query_block, 0));
+  Tensor gK = local_tile(head(k, p.k, p.kv_head(h), p.seq_k), KTile{}, make_coord(_, 0));
+  Tensor gV = local_tile(head(v, p.v, p.kv_head(h), p.seq_k), KTile{}, make_coord(_, 0));
 
   // Shared memory: Q (later O), then a K and a V tile per stage, each in the recipe's swizzled
   // layout. Stage s is the same tensors kStage elements further on: at(x, s).
   extern __shared__ __align__(128) unsigned char smem[];
   using QLayout = decltype(Recipe::template shared_tile<BQ, D>());
   using KVLayout = decltype(Recipe::template shared_tile<BK, D>());
-  constexpr int kStage = 2 * cosize(KVLayout{});
   auto at = [](const auto& tensor, int stage) {
-    return make_tensor(tensor.data() + stage * kStage, tensor.layout());
+    return make_tensor(tensor.data() + stage * 2 * cosize(KVLayout{}), tensor.layout());
   };
-  T* const base = reinterpret_cast<T*>(smem);
-  Tensor sQ = make_tensor(make_smem_ptr(base), QLayout{});
-  Tensor sK = make_tensor(make_smem_ptr(base + cosize(QLayout{})), KVLayout{});
-  Tensor sV = make_tensor(make_smem_ptr(base + cosize(QLayout{}) + cosize(KVLayout{})), KVLayout{});
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<T*>(smem)), QLayout{});
+  Tensor sK = make_tensor(sQ.data() + cosize(QLayout{}), KVLayout{});
+  Tensor sV = make_tensor(sK.data() + cosize(KVLayout{}), KVLayout{});
   Tensor sVt = make_tensor(sV.data(), Recipe::transposed(KVLayout{}));  // (D, keys)
 
   // Global -> shared: every thread's share of a tile, with the (row, column) of each element.
@@ -179,8 +168,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor tKs = g2s.partition_D(sK);
   Tensor tVg = g2s.partition_S(gV);
   Tensor tVs = g2s.partition_D(sV);
-  Tensor tQc = g2s.partition_S(make_identity_tensor(Shape<Int<BQ>, Int<D>>{}));
-  Tensor tKc = g2s.partition_S(make_identity_tensor(Shape<Int<BK>, Int<D>>{}));
+  Tensor tQc = g2s.partition_S(make_identity_tensor(QTile{}));
+  Tensor tKc = g2s.partition_S(make_identity_tensor(KTile{}));
 
   // The MMAs: this thread's fragments of Q, K, V^T, S and O, and the ldmatrix copies that fill
   // the operand fragments from shared memory.
@@ -189,7 +178,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor rQ = thr_mma.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
   Tensor rK = thr_mma.partition_fragment_B(sK);
   Tensor rVt = thr_mma.partition_fragment_B(sVt);
-  Tensor rO = partition_fragment_C(mma, Shape<Int<BQ>, Int<D>>{});
+  Tensor rO = partition_fragment_C(mma, QTile{});
   auto s2r_q = Recipe::template shared_to_a<T>(mma);
   auto s2r_k = Recipe::template shared_to_b<T>(mma);
   auto s2r_v = Recipe::template shared_to_b_transposed<T>(mma);
@@ -206,7 +195,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // The key tiles: up to the last key the block's last query sees; this warp's own range.
   const int tiles = (visible_end<kCausal>(p, min(q0 + BQ, p.seq_q) - 1) + BK - 1) / BK;
   const int warp_q0 = q0 + warp * C::kWarpRows;
-  const int warp_end = warp_q0 < p.seq_q ? visible_end<kCausal>(p, min(warp_q0 + C::kWarpRows, p.seq_q) - 1) : 0;
+  const int warp_last = min(warp_q0 + C::kWarpRows, p.seq_q) - 1;
+  const int warp_end = warp_q0 < p.seq_q ? visible_end<kCausal>(p, warp_last) : 0;
   const int warp_full = visible_end<kCausal>(p, warp_q0);  // keys every row of the warp sees
 
   Tensor rows_view = make_tensor(rO.data(), rows_by_columns(rO.layout()));  // (rows, D)
@@ -218,12 +208,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // K and V tile t into stage t % 2 (rows past seq_k become zeros).
   auto copy_kv = [&](int t) {
-    const int rows = p.seq_k - t * BK;
+    const int rows = p.seq_k - t * BK, cols = p.head_dim;
     const bool whole = rows >= BK && full_d;
-    copy_tile<kVec>(g2s_copy, tKg(_, _, _, t), at(tKs, t % 2), tKc, rows, p.head_dim, whole);
-    copy_tile<kVec>(g2s_copy, tVg(_, _, _, t), at(tVs, t % 2), tKc, rows, p.head_dim, whole);
+    copy_tile<kVec, true>(g2s_copy, tKg(_, _, _, t), at(tKs, t % 2), tKc, rows, cols, whole);
+    copy_tile<kVec, true>(g2s_copy, tVg(_, _, _, t), at(tVs, t % 2), tKc, rows, cols, whole);
   };
-  copy_tile<kVec>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim, p.seq_q - q0 >= BQ && full_d);
+  const bool whole_q = p.seq_q - q0 >= BQ && full_d;
+  copy_tile<kVec, true>(g2s_copy, tQg, tQs, tQc, p.seq_q - q0, p.head_dim, whole_q);
   if (tiles > 0) copy_kv(0);
   cp_async_fence();
   cp_async_wait<0>();
@@ -301,9 +292,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
   __syncthreads();  // every warp is done with Q's tile, where O is staged (also with no tile)
 
-  // Epilogue: O / l rounded to 16 bits, staged in shared memory (Q's tile), written out with
-  // the global copy's 16-byte chunks. A row that saw no key has l = 0: it writes 0, not 0/0.
-  Tensor sO = make_tensor(sQ.data(), QLayout{});
+  // Epilogue: O / l rounded to 16 bits, staged in shared memory (Q's tile), written out in the
+  // global copy's 16-byte chunks. A row that saw no key has l = 0: it writes 0, not 0/0.
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const float sum = device::group_sum<4>(l[r]);
@@ -313,24 +303,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
   Tensor rOut = make_tensor<T>(rO.layout());
   round_to_16bit(rO, rOut);
-  copy(rOut, thr_mma.partition_C(sO));
+  copy(rOut, thr_mma.partition_C(sQ));
   __syncthreads();
-  Tensor tOs = g2s.partition_S(sO);  // tQc gives their coordinates
-  Tensor tOg = g2s.partition_D(gO);
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(tOs); ++m)
-    CUTE_UNROLL
-    for (int c = 0; c < size<2>(tOs); ++c) {
-      if (get<0>(tQc(0, m, c)) >= p.seq_q - q0) continue;
-      if constexpr (kVec) {  // a whole 16-byte chunk (head_dim % 8 == 0)
-        if (get<1>(tQc(0, m, c)) < p.head_dim)
-          *reinterpret_cast<uint4*>(&tOg(0, m, c)) = *reinterpret_cast<const uint4*>(&tOs(0, m, c));
-      } else {
-        CUTE_UNROLL
-        for (int e = 0; e < size<0>(tOs); ++e)
-          if (get<1>(tQc(e, m, c)) < p.head_dim) tOg(e, m, c) = tOs(e, m, c);
-      }
-    }
+  copy_tile<kVec, false>(Copy_Atom<UniversalCopy<uint128_t>, T>{}, g2s.partition_S(sQ),
+                         g2s.partition_D(gO), tQc, p.seq_q - q0, p.head_dim, whole_q);
 #endif
 }
 

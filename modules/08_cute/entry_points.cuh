@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "common/cuda_check.h"
+#include "common/device.h"
 #include "common/device/head_dim.cuh"
 #include "common/device/shared_memory.cuh"
 #include "modules/08_cute/cute_attention.h"
@@ -14,12 +16,11 @@ namespace attn::m08 {
 
 // 4 warps x 32 rows, 64-key tiles, 2 blocks per SM, two stages; Q's fragments in registers
 // at D = 64 only (module 07's tiles and its choice of Q; README, section 5).
-template <class T> using Config64 = Config<T, 64, 4, 64, 2, true>;
-template <class T> using Config128 = Config<T, 128, 4, 64, 2, false>;
+template <class T, int D> using KernelConfig = Config<T, D, 4, 64, 2, D == 64>;
 
 template <class Recipe, class C>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream, int head_group = 0) {
+                     cudaStream_t stream) {
   if (Status s = require_sm80("module 08"); !s) return s;  // common/device.h
   using T = typename C::T;
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
@@ -30,9 +31,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
                    rows_aligned16(o, p.o, 2);
   // Heads per group of the block order (cute_kernel.cuh): a quarter of the SM count, so that
   // the 2 blocks per SM in flight hold about 8 query blocks of each head of a group.
-  const int heads_total = std::max(1, p.batch * p.heads);
-  if (head_group <= 0) head_group = std::max(1, current_sm_count() / 4);
-  head_group = std::min(head_group, heads_total);
+  const int head_group = std::clamp(current_sm_count() / 4, 1, std::max(1, p.batch * p.heads));
   using Kernel = void (*)(Problem, float, int, int, const T*, const T*, const T*, T*);
   static const Kernel kernels[2][2] = {  // [causal][vec]
       {cute_flash_kernel<Recipe, C, false, false>, cute_flash_kernel<Recipe, C, false, true>},
@@ -55,12 +54,9 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
   if (Status s = supports(p); !s) return s;
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    if (p.dtype == DType::bf16) {
-      using C = std::conditional_t<D == 64, Config64<bfloat16_t>, Config128<bfloat16_t>>;
-      return launch_config<Recipe, C>(p, q, k, v, o, stream);
-    }
-    using C = std::conditional_t<D == 64, Config64<half_t>, Config128<half_t>>;
-    return launch_config<Recipe, C>(p, q, k, v, o, stream);
+    if (p.dtype == DType::bf16)
+      return launch_config<Recipe, KernelConfig<bfloat16_t, D>>(p, q, k, v, o, stream);
+    return launch_config<Recipe, KernelConfig<half_t, D>>(p, q, k, v, o, stream);
   });
 }
 
