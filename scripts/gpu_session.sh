@@ -246,14 +246,18 @@ phase_cute() {
     echo "compare_torch exit $?"
   fi
   : >"$OUT/checks.txt"
-  [[ ${ATTN_CUTE_CHECKS:-1} != 0 ]] && graders_and_sanitizers 08 "${ATTN_SANITIZER_SECONDS:-330}"
-  [[ -n $last ]] && python3 - "$OUT"/cute08_*.json <<'PY'
+  if [[ ${ATTN_CUTE_CHECKS:-1} != 0 ]]; then
+    graders_and_sanitizers 08 "${ATTN_SANITIZER_SECONDS:-330}"
+  fi
+  [[ -n $last ]] || return 0
+  python3 - "$OUT"/cute08_*.json <<'PY'
 import json, sys
 for path in sys.argv[1:]:
     rows = json.load(open(path))["results"]
     ms = {(r["kernel"][:2], r["head_dim"], r["causal"], r["seq_q"]): r["median_ms"]
           for r in rows if r.get("status") == "ok"}
-    ratio = {k[1:]: ms[("07",) + k[1:]] / v for k, v in ms.items() if k[0] == "08"}
+    ratio = {k[1:]: ms[("07",) + k[1:]] / v for k, v in ms.items()
+             if k[0] == "08" and ("07",) + k[1:] in ms}
     for d in (64, 128):
         for c in (False, True):
             v = [ratio[(d, c, n)] for n in sorted(n for (dd, cc, n) in ratio if (dd, cc) == (d, c))]
