@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   Tensor gV = local_tile(head(v, p.v, p.kv_head(h), p.seq_k), KTile{}, make_coord(_, 0));
 
   // Shared memory: Q (later O), then a K and a V tile per stage, each in the recipe's swizzled
-  // layout. Stage s is the same tensors kStage elements further on: at(x, s).
+  // layout. Stage s is the same tensors 2 * cosize(KVLayout) elements further on: at(x, s).
   extern __shared__ __align__(128) unsigned char smem[];
   using QLayout = decltype(Recipe::template shared_tile<BQ, D>());
   using KVLayout = decltype(Recipe::template shared_tile<BK, D>());
