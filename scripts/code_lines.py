@@ -56,9 +56,11 @@ def count(parts, root=ROOT):
 
 
 def readme_sentence(m08, total07):
-    """The numbers module 08's README states, in its words."""
+    """The numbers module 08's README states, in its words: the three counts and their sum,
+    module 07's total, and the ratio."""
     n = [c for _, _, c in m08]
-    return f"{n[0]} + {n[1]} + {n[2]} = {sum(n)} lines", f"are {total07}"
+    return (f"{n[0]} + {n[1]} + {n[2]} = {sum(n)} lines", f"are {total07}",
+            f"{sum(n) / total07:.2f} of it")
 
 
 def main(argv=None):
