@@ -24,6 +24,10 @@
 #                                         alternating (ATTN_CUTE_BUILDS=label=attn,...), PyTorch's
 #                                         FLASH and cuDNN backends, check_08, the starter's
 #                                         grade_08 and the three sanitizers
+#   scripts/gpu_session.sh modifiers      module 12: bench_12 of several builds alternating
+#                                         (ATTN_MOD_BUILDS=label=bench_12,...), FlexAttention on
+#                                         the same shapes, check_12, the starter's grade_12 and the
+#                                         three sanitizers, then a table of each build's ratios
 #   scripts/gpu_session.sh tf32           module 09's 3xTF32 rung: bench_09_tf32 and PyTorch's
 #                                         fp32 SDPA (same shapes, same error inputs), the CLI on
 #                                         fp32 tensors, check_09, the starter's fp32 cases and
@@ -266,6 +270,55 @@ for path in sys.argv[1:]:
 PY
 }
 
+phase_modifiers() {
+  # Module 12: bench_12 of several builds alternating, ATTN_MOD_BUILDS naming label=bench_12
+  # pairs (default cur=build/release/bench_12), ATTN_MOD_ROUNDS rounds (default 1), extra
+  # bench_12 options in ATTN_MOD_BENCH_ARGS; FlexAttention on the same shapes
+  # (compare_torch_modifiers.py; ATTN_MOD_TORCH=0: not, ATTN_MOD_SEQS its sequence lengths);
+  # then check_12, the untouched starter's grade_12 and the three sanitizers (ATTN_MOD_CHECKS=0:
+  # not); binaries from build/release. Last, each variant's ratio per build.
+  local builds="${ATTN_MOD_BUILDS:-cur=build/release/bench_12}" rounds=${ATTN_MOD_ROUNDS:-1}
+  local r pair
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+    >"$OUT/device.txt"
+  python3 -c "import torch; print('torch', torch.__version__)" >>"$OUT/device.txt" 2>&1
+  for ((r = 1; r <= rounds; r++)); do
+    for pair in ${builds//,/ }; do
+      timeout 400 "${pair#*=}" ${ATTN_MOD_BENCH_ARGS:-} --out "$OUT/bench12_${pair%%=*}_$r.json" \
+        >"$OUT/bench12_${pair%%=*}_$r.txt" 2>&1
+      echo "bench_12 ${pair%%=*} round $r exit $?"
+    done
+  done
+  if [[ ${ATTN_MOD_TORCH:-1} != 0 ]]; then
+    PYTHONUNBUFFERED=1 timeout 400 python3 scripts/compare_torch_modifiers.py \
+      --seqs ${ATTN_MOD_SEQS:-1024 4096 16384} --out "$OUT/torch12.json" >"$OUT/torch12.txt" 2>&1
+    echo "compare_torch_modifiers exit $?"
+  fi
+  : >"$OUT/checks.txt"
+  if [[ ${ATTN_MOD_CHECKS:-1} != 0 ]]; then
+    graders_and_sanitizers 12 "${ATTN_SANITIZER_SECONDS:-300}"
+  fi
+  python3 - "$OUT"/bench12_*.json <<'PY'
+import json, os, sys
+runs = {os.path.basename(p)[8:-5]: json.load(open(p)) for p in sys.argv[1:] if os.path.exists(p)}
+keys = []
+for run in runs.values():
+    for r in run["records"]:
+        k = (r["variant"], r["head_dim"], r["seq"])
+        if k not in keys:
+            keys.append(k)
+print("ratio (time / module 07's, masks: / a perfect skip); checks:",
+      " ".join(f"{n}={'ok' if run['checks_passed'] else 'FAILED'}" for n, run in runs.items()))
+print(f"{'variant':28s} {'d':>3s} {'N':>5s} " + " ".join(f"{n:>8s}" for n in runs))
+for k in keys:
+    cells = []
+    for run in runs.values():
+        m = [r["ratio"] for r in run["records"] if (r["variant"], r["head_dim"], r["seq"]) == k]
+        cells.append(f"{m[0]:8.3f}" if m else f"{'-':>8s}")
+    print(f"{k[0]:28s} {k[1]:3d} {k[2]:5d} " + " ".join(cells))
+PY
+}
+
 case "${1:-check}" in
   check) phase_check ;;
   verify) phase_verify ;;
@@ -274,6 +327,7 @@ case "${1:-check}" in
   tf32) phase_tf32 ;;
   decode) phase_decode "${2:-}" ;;
   cute) phase_cute ;;
+  modifiers) phase_modifiers ;;
   *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes] | cute" >&2
      exit 2 ;;
 esac

@@ -84,9 +84,9 @@ Status launch_modified(const Problem& p, const Args& args, const void* q, const 
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;
   if (blocks > 0x7fffffff) return Status::error("module 12: more than 2^31 - 1 blocks");
-  // The score hook hands the softmax natural-log logits; without one, raw q.k as module 07.
-  const float scale_log2 =
-      float(kScore == ScoreMod::none ? p.softmax_scale() * m07::kLog2e : m07::kLog2e);
+  // The score hook hands the softmax raw q.k units (Hooks::score): the softmax scale stays
+  // folded into the exponent's FFMA, as in module 07.
+  const float scale_log2 = float(p.softmax_scale() * m07::kLog2e);
   kernel<<<unsigned(blocks), C::kThreads, kSmem, stream>>>(
       p, scale_log2, int(query_blocks), static_cast<const uint16_t*>(q),
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o),
@@ -171,6 +171,17 @@ __global__ void rotate_keys_kernel(Problem p, RopeStyle style, const float4* __r
       rotate_chunk<Steps, T>(src, c, p.head_dim, j, style, table);
 }
 
+// Narrow windows: 64 queries per block (one 16-row tile per warp, 168 registers), three
+// blocks per SM. A block of a window of W keys computes about W + its rows keys per row and
+// pays its fixed costs (Q's copy, the first tile's wait, O's store) over W / 64 tiles: half
+// the rows halve the first, and three blocks per SM overlap the second. Wide windows and
+// unmasked work run faster on module 07's 128-query blocks (more math per K/V tile read).
+constexpr int kNarrowWindow = 1024;
+template <int D>
+using NarrowConfig = m07::Config<D, 4, 1, 64, 3, true,
+                                 D == 64 ? m07::Pipeline::two_stage : m07::Pipeline::fa2, D == 64,
+                                 false>;
+
 // kRope: where RoPE turns the rows (RopeWhere); forward() uses RopeWhere::q, bench_12 also
 // measures RopeWhere::q_and_k.
 template <class Steps, RopeWhere kRope = RopeWhere::q>
@@ -188,7 +199,8 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.seg_q = t.seg_q;
   a.seg_k = t.seg_k;
   a.scale = p.softmax_scale();
-  a.softcap = m.softcap;
+  a.inv_scale = float(1.0 / p.softmax_scale());
+  a.softcap = float(m.softcap / p.softmax_scale());
   a.bias = static_cast<const uint16_t*>(t.bias);
   a.bias_batch_stride = t.bias_batch_stride;
   a.bias_head_stride = t.bias_head_stride;
@@ -196,10 +208,16 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
                t.bias_batch_stride % 8 == 0 && t.bias_head_stride % 8 == 0;
   a.rel_bias = t.rel_bias;
   a.rope = m.rope;
-  a.inv_softcap = m.softcap > 0 ? 1.0f / m.softcap : 0.0f;
+  a.inv_softcap = m.softcap > 0 ? float(p.softmax_scale() / m.softcap) : 0.0f;
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
     const bool bf16 = p.dtype == DType::bf16;
+    if (m.rope == RopeStyle::none && m.window > 0 && m.window <= kNarrowWindow) {
+      using N = NarrowConfig<decltype(d)::value>;
+      constexpr RopeWhere kNone = RopeWhere::none;
+      return bf16 ? launch_for_score<Steps, kNone, __nv_bfloat16, N>(p, m, a, q, k, v, o, stream)
+                  : launch_for_score<Steps, kNone, __half, N>(p, m, a, q, k, v, o, stream);
+    }
     if (m.rope == RopeStyle::none)
       return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream)
                   : launch_for_score<Steps, kRope, __half, C>(p, m, a, q, k, v, o, stream);

@@ -6,6 +6,7 @@
 //
 // The rules are stated once in common/modifiers.h; positions are bottom-right aligned as in
 // module 04: the query of row i sits at position i' = i + seq_k - seq_q, key j at j.
+#include <climits>
 #include <cmath>
 
 #include "modules/12_modifiers/entry_points.cuh"
@@ -34,12 +35,13 @@ struct ModifierSteps {
     return x;
   }
 
-  // TODO 3 (README, section 2, masks): is key j visible to the query at position pos? The
-  // causal part (r.causal: j <= pos, except that keys j < r.prefix are seen by every query)
-  // and the sliding window (r.window > 0: only the last r.window keys up to pos).
-  static __device__ bool visible(const MaskRules& r, int pos, int j) {
-    (void)r, (void)pos, (void)j;
-    return true;
+  // TODO 3 (README, section 2, masks): the keys [begin, end) the query at position pos sees.
+  // The causal part (r.causal: keys j <= pos, and also the keys j < r.prefix, which every
+  // query sees) and the sliding window (r.window > 0: only the last r.window keys up to pos).
+  // Each is an interval, so their AND is one; end may pass seq_k (the kernel clips it).
+  static __device__ KeySpan visible_keys(const MaskRules& r, int pos) {
+    (void)r, (void)pos;
+    return KeySpan{0, INT_MAX};
   }
 
   // TODO 4 (README, section 2, tile classification): positions [pos_lo, pos_hi] x keys

@@ -47,6 +47,13 @@ struct MaskRules {
   int window = 0;  // > 0: key j needs j > i' - window (sliding window)
 };
 
+// The keys a query sees under the rules: [begin, end). Each rule gives an interval (causal and
+// prefix an end, the window a beginning), so their AND is one. end may pass seq_k and begin
+// may be negative: the kernel clips them.
+struct KeySpan {
+  int begin, end;
+};
+
 // RoPE: feature f turns together with feature `partner` by the angle pos * base^(-2m / d).
 struct RopePair {
   int partner;
@@ -60,6 +67,8 @@ struct Args {
   const int32_t* seg_q = nullptr;  // [batch][seq_q], nondecreasing
   const int32_t* seg_k = nullptr;  // [batch][seq_k]
   float scale = 1.0f;              // p.softmax_scale()
+  float inv_scale = 1.0f;          // 1 / scale
+  // The cap in raw q.k units (cap / scale) and its inverse (scale / cap): see score().
   float softcap = 0.0f, inv_softcap = 0.0f;
   const uint16_t* bias = nullptr;  // p.dtype bits
   int64_t bias_batch_stride = 0, bias_head_stride = 0;
@@ -173,27 +182,34 @@ struct Hooks {
   }
 
   // -inf for the keys rows row0 and row0 + 8 do not see, in one 16-row tile of S (the lane
-  // layout of module 07: keys key0 + 8n + 2 (lane % 4) + {0, 1}).
+  // layout of module 07: keys key0 + 8n + 2 (lane % 4) + {0, 1}). Each row's span is computed
+  // once, relative to the lane's first key: a score then costs two compares with the constant
+  // 8n + e and a select, as module 07's causal mask (one compare) does, whatever the rules.
   template <class C>
   static __device__ __forceinline__ void mask(const Args& a, const Problem& p, int b, int row0,
                                               int key0, int lane, float (&s)[C::kKeys / 8][4]) {
     const int off = p.seq_k - p.seq_q;
     const int key_lane = key0 + 2 * (lane & 3);
-    int seg_row[2] = {0, 0};
-    const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
-    if constexpr (kDocuments)
-      for (int r = 0; r < 2; ++r)
+    int lo[2], hi[2], seg_row[2] = {0, 0};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const KeySpan span = Steps::visible_keys(a.rules, row0 + 8 * r + off);
+      lo[r] = max(span.begin, 0) - key_lane;
+      hi[r] = min(span.end, p.seq_k) - key_lane;
+      if constexpr (kDocuments)
         seg_row[r] = __ldg(a.seg_q + int64_t(b) * p.seq_q + min(row0 + 8 * r, p.seq_q - 1));
+    }
+    const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
 #pragma unroll
     for (int n = 0; n < C::kKeys / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int j = key_lane + 8 * n + e;
-        const int seg_j = kDocuments && j < p.seq_k ? __ldg(sk + j) : 0;
+        const int dj = 8 * n + e;  // the key's offset from key_lane: a constant
+        const int seg_j =
+            kDocuments && key_lane + dj < p.seq_k ? __ldg(sk + key_lane + dj) : 0;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const bool seen = j < p.seq_k && Steps::visible(a.rules, row0 + 8 * r + off, j) &&
-                            (!kDocuments || seg_j == seg_row[r]);
+          const bool seen = dj >= lo[r] && dj < hi[r] && (!kDocuments || seg_j == seg_row[r]);
           if (!seen) s[n][2 * r + e] = -INFINITY;
         }
       }
@@ -210,8 +226,8 @@ struct Hooks {
     if constexpr (kScore == ScoreMod::none) return;
     const int off = p.seq_k - p.seq_q;
     const int key_lane = key0 + 2 * (lane & 3);
-    [[maybe_unused]] float slope = 0.f;
-    if constexpr (kScore == ScoreMod::alibi) slope = Steps::alibi_slope(h, p.heads);
+    [[maybe_unused]] float slope = 0.f;  // in raw q.k units: slope / scale
+    if constexpr (kScore == ScoreMod::alibi) slope = Steps::alibi_slope(h, p.heads) * a.inv_scale;
     [[maybe_unused]] const uint16_t* bias_tile =
         reinterpret_cast<const uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
     [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
@@ -229,14 +245,15 @@ struct Hooks {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = key_lane + 8 * n + e;
-          float x = s[n][2 * r + e] * a.scale;
+          float x = s[n][2 * r + e];
           if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
           if constexpr (kScore == ScoreMod::softcap)
             x = Steps::softcap(x, a.softcap, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
-            x += bits_to_float<T>(uint16_t(bias_pair >> (16 * e)));
+            x = fmaf(bits_to_float<T>(uint16_t(bias_pair >> (16 * e))), a.inv_scale, x);
           if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
-            x += __ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2));
+            x = fmaf(__ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2)),
+                     a.inv_scale, x);
           s[n][2 * r + e] = x;
         }
       }

@@ -2,6 +2,7 @@
 // solution's forward() (solution.cu) and the benchmark instantiate the same code.
 #pragma once
 
+#include <climits>
 #include <cmath>
 
 #include "common/device/math.cuh"
@@ -29,12 +30,14 @@ struct ModifierSteps {
     return cap * device::fast_tanh(x * inv_cap);
   }
 
-  // Key j is visible to the query at position pos: the causal part (with the prefix every
-  // query sees), and the window.
-  static __device__ bool visible(const MaskRules& r, int pos, int j) {
-    const bool causal_ok = !r.causal || j <= pos || j < r.prefix;
-    const bool window_ok = r.window == 0 || j > pos - r.window;
-    return causal_ok && window_ok;
+  // The keys the query at position pos sees, [begin, end): the causal part ends the span
+  // after pos, or after the prefix every query sees if that reaches further; the window
+  // starts it window - 1 keys before pos. No rule: every key (the kernel clips to seq_k).
+  static __device__ KeySpan visible_keys(const MaskRules& r, int pos) {
+    KeySpan span{0, INT_MAX};
+    if (r.causal) span.end = max(pos + 1, r.prefix);
+    if (r.window > 0) span.begin = pos - r.window + 1;
+    return span;
   }
 
   // Positions [pos_lo, pos_hi] x keys [key_lo, key_hi]: masked only if no pair is visible,
