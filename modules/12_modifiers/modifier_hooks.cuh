@@ -107,17 +107,39 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float&
   __sincosf(turns * 6.28318530717958647692f, &s, &c);
 }
 
-// The first index of the nondecreasing ids seg[0 .. n) whose id is at least `id` (n if none),
-// by binary search. block_tiles asks twice: where the block's first document starts among
-// the keys, and where the document after its last one starts.
-__device__ __forceinline__ int first_at_least(const int32_t* seg, int n, int id) {
-  int lo = 0, hi = n;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (__ldg(seg + mid) < id) lo = mid + 1;
-    else hi = mid;
+// The first indices of the nondecreasing ids seg[0 .. n) whose id is at least id[0] and id[1]
+// (n if none), found by the 32 lanes of a warp together. Each step, every lane reads one of
+// 32 evenly spaced ids of the range left, a ballot counts those below the id (a prefix of the
+// lanes: the ids never decrease), and the range shrinks to one 32nd: 16384 keys take 3 steps
+// of one load each. A binary search takes 14 dependent loads, each a trip to L2, on the path
+// before the block's first copy. The two searches share each step's latency. Every lane of
+// the warp calls it, with the same arguments (the ballot).
+__device__ __forceinline__ void first_at_least(const int32_t* seg, int n, const int (&id)[2],
+                                               int (&at)[2]) {
+  const int lane = int(threadIdx.x) % 32;
+  int lo[2] = {0, 0}, hi[2] = {n, n}, step[2];  // the answer lies in [lo, hi]
+  while (lo[0] < hi[0] || lo[1] < hi[1]) {
+    int probe[2], value[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {  // both loads first, then both ballots
+      step[s] = (hi[s] - lo[s] + 31) / 32;
+      probe[s] = lo[s] + lane * step[s];
+      value[s] = probe[s] < hi[s] ? __ldg(seg + probe[s]) : 0;
+    }
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int below = __popc(__ballot_sync(0xffffffffu, probe[s] < hi[s] && value[s] < id[s]));
+      if (below > 0) {  // the answer is past the last probe below it, and not past the next
+        const int last = lo[s] + (below - 1) * step[s];
+        lo[s] = last + 1;
+        hi[s] = min(hi[s], last + step[s]);
+      } else {  // the range's first id is not below: it is the answer (or the range is empty)
+        hi[s] = lo[s];
+      }
+    }
   }
-  return lo;
+  at[0] = lo[0];
+  at[1] = lo[1];
 }
 
 // kScore, kRope and kDocuments are compile-time: a kernel carries only the code of the
@@ -149,8 +171,11 @@ struct Hooks {
     if constexpr (kDocuments) {
       const int32_t* sq = a.seg_q + int64_t(b) * p.seq_q;
       const int32_t* sk = a.seg_k + int64_t(b) * p.seq_k;
-      lo = max(lo, first_at_least(sk, p.seq_k, __ldg(sq + q0)));
-      hi = min(hi, first_at_least(sk, p.seq_k, __ldg(sq + q_last) + 1));
+      const int ids[2] = {__ldg(sq + q0), __ldg(sq + q_last) + 1};
+      int at[2];
+      first_at_least(sk, p.seq_k, ids, at);
+      lo = max(lo, at[0]);
+      hi = min(hi, at[1]);
     }
     first_tile = hi > lo ? lo / BC : 0;
     end_tile = hi > lo ? (hi + BC - 1) / BC : 0;
