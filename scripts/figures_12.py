@@ -11,8 +11,8 @@ python3 scripts/figures_12.py [out_dir] [--bench12 FILE].
                      the rules of common/modifiers.h (bottom-right positions) and the kernel's
                      steps (block_tiles, classify and classify_documents of
                      modules/12_modifiers and solutions/12_modifiers), not measured.
-  12_overheads.png   measured: time ratios of bench_12 on the H100
-                     (docs/results/bench12_h100.json): score modifiers and RoPE against module
+  12_overheads.png   measured: time ratios of bench_12 on the H200
+                     (docs/results/bench12_h200.json): score modifiers and RoPE against module
                      07 with the same mask, masks against a perfect skip of masked tiles, at
                      d = 64 and d = 128 and each N of the file. Skipped with one line while the
                      file does not exist.
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from figures_common import COLORS, RESULTS, plt, save, save_full_colour  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-BENCH12 = os.path.join(RESULTS, "bench12_h100.json")
+BENCH12 = os.path.join(RESULTS, "bench12_h200.json")
 
 # ---------------------------------------------------------------------------------------------
 # 12_tile_maps.png: the kernel's tile classification, in Python

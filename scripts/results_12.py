@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The measured tables of module 12's lesson (modules/12_modifiers/README.md, section 4), from
-bench_12's JSON (docs/results/bench12_h100.json by default).
+bench_12's JSON (docs/results/bench12_h200.json by default).
 
   python3 scripts/results_12.py [FILE]            print the tables (markdown)
+  python3 scripts/results_12.py [FILE] --torch T  also ours beside PyTorch (T from
+                                                  compare_torch_modifiers.py, the same run)
   python3 scripts/results_12.py [FILE] --update   rewrite them in the lesson, between
                                                   <!-- table: python3 scripts/results_12.py -->
                                                   and <!-- end table -->
@@ -21,7 +23,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT = os.path.join(ROOT, "docs", "results", "bench12_h100.json")
+DEFAULT = os.path.join(ROOT, "docs", "results", "bench12_h200.json")
 LESSON = os.path.join(ROOT, "modules", "12_modifiers", "README.md")
 BEGIN = "<!-- table: python3 scripts/results_12.py -->"
 END = "<!-- end table -->"
@@ -92,8 +94,51 @@ def tables(data):
     return "\n".join(out)
 
 
+def torch_table(data, torch_data):
+    """Ours over PyTorch's time on the same variant and shape, from compare_torch_modifiers.py's
+    file (same run as bench_12's): FlexAttention for the score modifiers and masks, SDPA's
+    FLASH backend after RoPE applied with torch ops for RoPE. The plain rows set module 07's
+    unmasked time (every record's module07_full_ms) beside FlexAttention's plain kernel."""
+    recs = data["records"]
+    theirs = {(r["variant"], r["head_dim"], r["seq"]): (r["backend"], r["ms"])
+              for r in torch_data["records"]}
+    dims = sorted({r["head_dim"] for r in recs})
+    seqs = sorted({k[2] for k in theirs})
+    cols = [(d, n) for d in dims for n in seqs]
+    out = [f"{torch_data['device']}, PyTorch {torch_data.get('torch', '?')}; each cell: our "
+           "time / PyTorch's on the same variant and shape in the same run (below 1: ours is "
+           "faster; - where PyTorch's kernel did not compile):", ""]
+    out.append("| variant | PyTorch | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |")
+    out.append("|---|---|" + "|".join(["---:"] * len(cols)) + "|")
+
+    def ours(variant, d, n):
+        if variant == "plain (flex)":  # module 07 without a mask, timed next to every row
+            hit = [r["module07_full_ms"] for r in recs if r["head_dim"] == d and r["seq"] == n]
+            return min(hit) if hit else None
+        return cell(recs, variant, d, n, "ms")
+
+    names = []
+    for (v, _, _) in theirs:
+        if v not in names and not v.startswith("plain (sdpa"):
+            names.append(v)
+    for v in names:
+        backend = next(b for (vv, _, _), (b, _) in theirs.items() if vv == v)
+        cells = []
+        for d, n in cols:
+            a, b = ours(v, d, n), theirs.get((v, d, n), (None, None))[1]
+            cells.append(f"{a / b:.2f}" if a and b else "-")
+        label = "plain (module 07)" if v == "plain (flex)" else v
+        out.append(f"| {label} | {backend} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv):
     update = "--update" in argv
+    torch_path = None
+    if "--torch" in argv:
+        i = argv.index("--torch")
+        torch_path = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     args = [a for a in argv if a != "--update"]
     path = args[0] if args else DEFAULT
     if not os.path.exists(path):
@@ -101,7 +146,11 @@ def main(argv):
         return 1
     with open(path) as f:
         data = json.load(f)
-    block = f"{BEGIN}\n{tables(data)}\n{END}"
+    body = tables(data)
+    if torch_path:
+        with open(torch_path) as f:
+            body += "\n\n" + torch_table(data, json.load(f))
+    block = f"{BEGIN}\n{body}\n{END}"
     if not update:
         print(block)
         return 0
