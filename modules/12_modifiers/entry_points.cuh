@@ -84,9 +84,11 @@ Status launch_modified(const Problem& p, const Args& args, const void* q, const 
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;
   if (blocks > 0x7fffffff) return Status::error("module 12: more than 2^31 - 1 blocks");
-  // The score hook hands the softmax raw q.k units (Hooks::score): the softmax scale stays
-  // folded into the exponent's FFMA, as in module 07.
-  const float scale_log2 = float(p.softmax_scale() * m07::kLog2e);
+  // The score hook hands the softmax the logit over the softmax scale (Hooks::score): the
+  // scale stays folded into the exponent's FFMA, as in module 07; soft-capping hands tanh,
+  // and the cap takes the scale's place.
+  const float scale_log2 = float(
+      (kScore == ScoreMod::softcap ? double(args.softcap) : p.softmax_scale()) * m07::kLog2e);
   kernel<<<unsigned(blocks), C::kThreads, kSmem, stream>>>(
       p, scale_log2, int(query_blocks), static_cast<const uint16_t*>(q),
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o),
@@ -200,7 +202,7 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.seg_k = t.seg_k;
   a.scale = p.softmax_scale();
   a.inv_scale = float(1.0 / p.softmax_scale());
-  a.softcap = float(m.softcap / p.softmax_scale());
+  a.softcap = m.softcap;
   a.bias = static_cast<const uint16_t*>(t.bias);
   a.bias_batch_stride = t.bias_batch_stride;
   a.bias_head_stride = t.bias_head_stride;

@@ -68,7 +68,7 @@ struct Args {
   const int32_t* seg_k = nullptr;  // [batch][seq_k]
   float scale = 1.0f;              // p.softmax_scale()
   float inv_scale = 1.0f;          // 1 / scale
-  // The cap in raw q.k units (cap / scale) and its inverse (scale / cap): see score().
+  // Soft-capping: the cap (the launch's exponent scale) and scale / cap (score()).
   float softcap = 0.0f, inv_softcap = 0.0f;
   const uint16_t* bias = nullptr;  // p.dtype bits
   int64_t bias_batch_stride = 0, bias_head_stride = 0;
@@ -240,9 +240,12 @@ struct Hooks {
       }
   }
 
-  // The score modifier on one 16-row tile of S: raw q.k in, the modified logit x in natural
-  // units out (the launch sets the softmax's scale to log2(e)). tile_row: the tile's first
-  // row in the block (for the bias tile in shared memory).
+  // The score modifier on one 16-row tile of S: raw q.k in, the modified logit divided by the
+  // softmax scale out, so that the softmax keeps the scale in its exponent's FFMA as module 07
+  // does (README, section 1): ALiBi's slope, the bias and T5's values are divided by the
+  // scale. Soft-capping hands out tanh(scale s / cap) alone: cap * tanh, the logit, is that
+  // times cap, and the launch puts cap (not the scale) into the exponent. tile_row: the tile's
+  // first row in the block (for the bias tile in shared memory).
   template <class C>
   static __device__ __forceinline__ void score(const Args& a, const Problem& p, int b, int h,
                                                int row0, int key0, int lane,
@@ -272,8 +275,8 @@ struct Hooks {
           const int j = key_lane + 8 * n + e;
           float x = s[n][2 * r + e];
           if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
-          if constexpr (kScore == ScoreMod::softcap)
-            x = Steps::softcap(x, a.softcap, a.inv_softcap);
+          if constexpr (kScore == ScoreMod::softcap)  // the literal 1: no multiply by the cap
+            x = Steps::softcap(x, 1.0f, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
             x = fmaf(bits_to_float<T>(uint16_t(bias_pair >> (16 * e))), a.inv_scale, x);
           if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
