@@ -4,7 +4,8 @@ bench_12's JSON (docs/results/bench12_h200.json by default).
 
   python3 scripts/results_12.py [FILE]            print the tables (markdown)
   python3 scripts/results_12.py [FILE] --torch T  also ours beside PyTorch (T from
-                                                  compare_torch_modifiers.py, the same run)
+                                                  compare_torch_modifiers.py, the same run;
+                                                  without FILE: docs/results/torch12_h200.json)
   python3 scripts/results_12.py [FILE] --update   rewrite them in the lesson, between
                                                   <!-- table: python3 scripts/results_12.py -->
                                                   and <!-- end table -->
@@ -24,6 +25,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(ROOT, "docs", "results", "bench12_h200.json")
+DEFAULT_TORCH = os.path.join(ROOT, "docs", "results", "torch12_h200.json")
 LESSON = os.path.join(ROOT, "modules", "12_modifiers", "README.md")
 BEGIN = "<!-- table: python3 scripts/results_12.py -->"
 END = "<!-- end table -->"
@@ -141,6 +143,8 @@ def main(argv):
         argv = argv[:i] + argv[i + 2:]
     args = [a for a in argv if a != "--update"]
     path = args[0] if args else DEFAULT
+    if torch_path is None and not args and os.path.exists(DEFAULT_TORCH):
+        torch_path = DEFAULT_TORCH  # the lesson's tables: both files of the same call
     if not os.path.exists(path):
         print(f"results_12: {path} does not exist (bench_12 --out writes it)")
         return 1
