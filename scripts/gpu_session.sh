@@ -328,6 +328,6 @@ case "${1:-check}" in
   decode) phase_decode "${2:-}" ;;
   cute) phase_cute ;;
   modifiers) phase_modifiers ;;
-  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes] | cute" >&2
+  *) echo "usage: $0 check | verify | bench [modules] | backward [seqs] | tf32 | decode [shapes] | cute | modifiers" >&2
      exit 2 ;;
 esac

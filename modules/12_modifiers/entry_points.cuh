@@ -200,7 +200,6 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.rules = MaskRules{p.causal ? 1 : 0, m.prefix, m.window};
   a.seg_q = t.seg_q;
   a.seg_k = t.seg_k;
-  a.scale = p.softmax_scale();
   a.inv_scale = float(1.0 / p.softmax_scale());
   a.softcap = m.softcap;
   a.bias = static_cast<const uint16_t*>(t.bias);

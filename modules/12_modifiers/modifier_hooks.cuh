@@ -66,8 +66,7 @@ struct Args {
   MaskRules rules;
   const int32_t* seg_q = nullptr;  // [batch][seq_q], nondecreasing
   const int32_t* seg_k = nullptr;  // [batch][seq_k]
-  float scale = 1.0f;              // p.softmax_scale()
-  float inv_scale = 1.0f;          // 1 / scale
+  float inv_scale = 1.0f;          // 1 / p.softmax_scale(): score() divides by the scale
   // Soft-capping: the cap (the launch's exponent scale) and scale / cap (score()).
   float softcap = 0.0f, inv_softcap = 0.0f;
   const uint16_t* bias = nullptr;  // p.dtype bits
