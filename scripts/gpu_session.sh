@@ -149,8 +149,9 @@ phase_backward() {
     python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
   } >"$OUT/checks.txt" 2>&1
   step "bench_11 (seqs $seqs)"
+  # ATTN_BWD_RUNGS: time only these rungs (comma list; default all)
   timeout "${ATTN_BENCH_SECONDS:-900}" $bin/bench_11 --seqs "$seqs" --dims 64,128 --rows-max-seq 0 \
-    --out "$OUT/bench11.json" 2>&1 | tee "$OUT/bench11.txt"
+    ${ATTN_BWD_RUNGS:+--rungs "$ATTN_BWD_RUNGS"} --out "$OUT/bench11.json" 2>&1 | tee "$OUT/bench11.txt"
   step "PyTorch SDPA backward, FLASH and cuDNN, same shapes"
   PYTHONUNBUFFERED=1 python3 scripts/compare_torch_backward.py --seqs ${seqs//,/ } --dims 64 128 \
     --backends flash,cudnn --out "$OUT/torch11.json" >"$OUT/torch11.txt" 2>&1

@@ -458,7 +458,7 @@ Status launch(const Problem& p, const void* q, const void* k, const void* v, voi
                          " blocks exceed the grid limit of 2^31 - 1; split the problem");
   auto kernel = wmma_forward_kernel<T, D, kVec>;
   // Above 48 KB of dynamic shared memory a kernel must opt in: once per instantiation.
-  static const cudaError_t opt_in =
+  const cudaError_t opt_in =
       device::allow_shared_memory(SmemLayout<D>::kBytes, kernel);
   ATTN_CUDA_RETURN(opt_in);
   kernel<<<unsigned(blocks), kThreads, SmemLayout<D>::kBytes, stream>>>(

@@ -4,8 +4,10 @@
 //   fwd      the forward with its log-sum-exp (module 07's kernel with the SaveLse hook);
 //   bwd      the backward alone (row preparation, the kernel(s), dQ's store), scratch included;
 //   fwd+bwd  both, as a training step runs them.
-// Rungs: wgmma (Hopper's warpgroup MMA, dQ added by bulk reductions), wgmma_atomics (the same
-// kernel with dQ added by float2 atomics), wgmma_keys (at D = 128, dQ split by keys between
+// Rungs: wgmma (Hopper's warpgroup MMA, a producer warpgroup loading the tiles with TMA, dQ
+// added by bulk reductions), wgmma_cp_async (the same products without the producer: all
+// threads copy with cp.async, a block-wide barrier per step), wgmma_atomics (the latter with dQ
+// added by float2 atomics), wgmma_keys (at D = 128, dQ split by keys between
 // the warpgroups instead of by columns), mma_sync (the FlashAttention-2 backward of
 // backward_kernel.cuh, any GPU from sm_80), keys64 and two_blocks (its neighbouring
 // configurations), rows (the readable kernels; short sequences only: slow). Each record says
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -67,6 +70,10 @@ using KeysD128 = m11::HopperBwdConfig<128, true, false>;
 const BackwardEntry wgmma_atomics_entry{
     m11::forward_lse<Steps>, backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, false>,
                                          m11::HopperBwdConfig<128, false>>};
+const BackwardEntry wgmma_cp_async_entry{
+    m11::forward_lse<Steps>,
+    backward_on<m11::Path::hopper, m11::HopperBwdConfig<64, true, false, false>,
+                m11::HopperBwdConfig<128, true, true, false>>};
 const BackwardEntry wgmma_keys_entry{
     m11::forward_lse<Steps>,
     backward_on<m11::Path::hopper, m11::HopperBwdConfig<64>, KeysD128>};
@@ -90,11 +97,13 @@ int main(int argc, char** argv) {
   std::string out = "bench11.json";
   std::vector<int> seqs = {512, 1024, 2048, 4096, 8192, 16384};
   std::vector<int> dims = {64, 128};
+  std::vector<std::string> only;
   int rows_max_seq = 1024, warmup = 3, iters = 10;
   app.add_option("--out", out, "JSON output file");
   app.add_option("--seqs", seqs, "sequence lengths (B = 16384 / N)")->delimiter(',');
   app.add_option("--dims", dims, "head dims (H = 2048 / d)")->delimiter(',');
   app.add_option("--rows-max-seq", rows_max_seq, "longest N the rows rung is timed at");
+  app.add_option("--rungs", only, "time only these rungs (default: all)")->delimiter(',');
   app.add_option("--warmup", warmup);
   app.add_option("--iters", iters);
   CLI11_PARSE(app, argc, argv);
@@ -103,19 +112,22 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", info.name.c_str());
     const Kernel* solution = find_kernel(11, Impl::solution);
     if (!solution || !solution->backward) throw std::runtime_error("module 11 is not linked in");
-    Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_atomics = *solution,
-           wgmma_keys = *solution;
+    Kernel rows = *solution, mma_sync = *solution, wgmma = *solution, wgmma_cp_async = *solution,
+           wgmma_atomics = *solution, wgmma_keys = *solution;
     rows.backward = &rows_entry;
     mma_sync.backward = &mma_sync_entry;
     wgmma.backward = &wgmma_entry;
+    wgmma_cp_async.backward = &wgmma_cp_async_entry;
     wgmma_atomics.backward = &wgmma_atomics_entry;
     wgmma_keys.backward = &wgmma_keys_entry;
     bool all_ok = true;
     std::vector<json::Object> checks;
+    std::set<std::string> failed;  // rungs that failed a check: not timed
     std::vector<std::pair<const char*, const Kernel*>> checked = {
         {"module", solution}, {"mma_sync", &mma_sync}, {"rows", &rows}};
     if (m11::hopper_available())
-      checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_atomics", &wgmma_atomics},
+      checked.insert(checked.begin() + 1, {{"wgmma", &wgmma}, {"wgmma_cp_async", &wgmma_cp_async},
+                                           {"wgmma_atomics", &wgmma_atomics},
                                            {"wgmma_keys", &wgmma_keys}});
     for (const auto& [name, kern] : checked)
       for (DType t : {DType::bf16, DType::f16})
@@ -126,6 +138,7 @@ int main(int argc, char** argv) {
           std::printf("check %-13s %-48s %s (worst rel L2 %.2e)\n", name, p.describe().c_str(),
                       err >= 0 ? "PASS" : "FAIL", err);
           all_ok = all_ok && err >= 0;
+          if (err < 0) failed.insert(name);
           checks.push_back(json::Object().add("rung", name).add("problem", p.describe())
                                .add("passed", err >= 0).add("worst_rel_l2", err));
         }
@@ -158,8 +171,10 @@ int main(int argc, char** argv) {
           using TwoBlocks = std::pair<BwdConfig<64, 128, 64, 2>, m11::Production128>;
           std::vector<std::string> rungs = {"mma_sync", "keys64", "two_blocks", "rows"};
           if (m11::hopper_available())
-            rungs.insert(rungs.begin(), {"wgmma", "wgmma_atomics", "wgmma_keys"});
+            rungs.insert(rungs.begin(), {"wgmma", "wgmma_cp_async", "wgmma_atomics", "wgmma_keys"});
           for (const std::string& rung : rungs) {
+            if (!only.empty() && std::find(only.begin(), only.end(), rung) == only.end()) continue;
+            if (failed.count(rung)) continue;
             if (rung == "rows" && n > rows_max_seq) continue;
             if (rung == "two_blocks" && d != 64) continue;
             if (rung == "wgmma_keys" && d != 128) continue;  // D = 64 splits dQ by keys
@@ -168,7 +183,8 @@ int main(int argc, char** argv) {
                                    : rung.rfind("wgmma", 0) == 0 ? m11::Path::hopper
                                                                   : m11::Path::tensor_cores;
             // The wgmma kernel's other forms run through their checked entries.
-            const BackwardEntry* entry = rung == "wgmma_atomics" ? &wgmma_atomics_entry
+            const BackwardEntry* entry = rung == "wgmma_cp_async"  ? &wgmma_cp_async_entry
+                                         : rung == "wgmma_atomics" ? &wgmma_atomics_entry
                                          : rung == "wgmma_keys"  ? &wgmma_keys_entry
                                                                  : nullptr;
             auto bwd = [&](cudaStream_t s) {

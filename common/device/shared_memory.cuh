@@ -2,26 +2,49 @@
 //
 // A launch may ask for up to 48 KiB of dynamic shared memory by default; beyond that (up to
 // 227 KiB a block on Hopper, 163 KiB on A100) the kernel must first be allowed it with
-// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), once per
-// kernel (the attribute stays set for the program). Launchers call this from a function-local
-// static, so the attribute is set on the first launch only:
-//   static const cudaError_t opt_in = device::allow_shared_memory(C::kSmemBytes, kernel_a, kernel_b);
-//   ATTN_CUDA_RETURN(opt_in);
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (the
+// attribute stays set for the program). Launchers call this before every launch; it sets the
+// attribute once per kernel and remembers it:
+//   ATTN_CUDA_RETURN(device::allow_shared_memory(C::kSmemBytes, kernel));
+// Why not once from a function-local static in the launcher? nvcc gives every translation unit
+// its own copy of a kernel template's instantiation (its own address), while a static in an
+// inline launcher is one object for the whole program: a launcher instantiated in two files
+// (a module and its benchmark) would set the attribute on the first file's copy only, and the
+// other file's launch would fail with "invalid argument".
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <initializer_list>
+#include <map>
+#include <mutex>
 
 namespace attn::device {
+
+// The kernels (by address) already allowed, and how many bytes.
+inline std::map<const void*, int>& allowed_shared_memory() {
+  static std::map<const void*, int> allowed;
+  return allowed;
+}
+
+template <class Kernel>
+cudaError_t allow_one(int bytes, Kernel kernel) {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const void* key = reinterpret_cast<const void*>(kernel);
+  auto& allowed = allowed_shared_memory();
+  if (auto it = allowed.find(key); it != allowed.end() && it->second >= bytes) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) allowed[key] = bytes;
+  return e;
+}
 
 // Allows every kernel in `kernels` `bytes` of dynamic shared memory; tries them all and
 // returns the first error, or cudaSuccess.
 template <class... Kernels>
 cudaError_t allow_shared_memory(int bytes, Kernels... kernels) {
   cudaError_t first = cudaSuccess;
-  for (cudaError_t e : {cudaFuncSetAttribute(kernels, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             bytes)...})
+  for (cudaError_t e : {allow_one(bytes, kernels)...})
     if (first == cudaSuccess) first = e;
   return first;
 }

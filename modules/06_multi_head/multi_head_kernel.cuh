@@ -410,7 +410,7 @@ Status launch_tiling(const Problem& p, const float* q, const float* k, const flo
   auto kernel = vec16 ? flash_forward_kernel<Step, D, T, true, smem_vec>
                       : flash_forward_kernel<Step, D, T, false, smem_vec>;
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
-  static const cudaError_t opt_in = device::allow_shared_memory(
+  const cudaError_t opt_in = device::allow_shared_memory(
       T::kSmemBytes, flash_forward_kernel<Step, D, T, false, smem_vec>,
       flash_forward_kernel<Step, D, T, true, smem_vec>);
   ATTN_CUDA_RETURN(opt_in);

@@ -552,7 +552,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
       {flash_tc_kernel<Warp, T, C, true, false, Batch, Mods>,
        flash_tc_kernel<Warp, T, C, true, true, Batch, Mods>}};
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
-  static const cudaError_t opt_in = device::allow_shared_memory(
+  const cudaError_t opt_in = device::allow_shared_memory(
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,

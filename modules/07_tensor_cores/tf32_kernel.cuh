@@ -596,7 +596,7 @@ Status launch_tf32_config(const Problem& p, const float* q, const float* k, cons
   static const Kernel kernels[2][2] = {
       {flash_tf32_kernel<Prec, C, false, false>, flash_tf32_kernel<Prec, C, false, true>},
       {flash_tf32_kernel<Prec, C, true, false>, flash_tf32_kernel<Prec, C, true, true>}};
-  static const cudaError_t opt_in = device::allow_shared_memory(
+  const cudaError_t opt_in = device::allow_shared_memory(
       Smem::kBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, Smem::kBytes, stream>>>(

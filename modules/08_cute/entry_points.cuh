@@ -36,7 +36,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   static const Kernel kernels[2][2] = {  // [causal][vec]
       {cute_flash_kernel<Recipe, C, false, false>, cute_flash_kernel<Recipe, C, false, true>},
       {cute_flash_kernel<Recipe, C, true, false>, cute_flash_kernel<Recipe, C, true, true>}};
-  static const cudaError_t opt_in = device::allow_shared_memory(  // above 48 KB: once
+  const cudaError_t opt_in = device::allow_shared_memory(  // above 48 KB
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
   kernels[p.causal][vec]<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(

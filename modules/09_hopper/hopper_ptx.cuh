@@ -120,6 +120,16 @@ __device__ inline void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_
       : "memory");
 }
 
+// A plain bulk copy (no tensor map): `bytes` (a multiple of 16) contiguous bytes from global
+// memory at `src` (16-byte aligned) to shared memory at `dst`, counted against `bar` as above.
+__device__ inline void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          dst),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
 // The other direction: shared memory at `src` to the box at (c0, c1, c2, c3). Rows past the
 // tensor's end are not written. Completion is tracked per thread with bulk groups.
 __device__ inline void tma_store_4d(const void* tensor_map, uint32_t src, int c0, int c1, int c2,

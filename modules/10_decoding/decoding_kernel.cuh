@@ -433,7 +433,7 @@ Status launch_decode(const PagedProblem& p, const PagedDevicePtrs& t, const Spli
   using Kernel = void (*)(DecodeParams);
   static const Kernel kernels[2] = {decode_kernel<Steps, T, C, false>,
                                     decode_kernel<Steps, T, C, true>};
-  static const cudaError_t opt_in =
+  const cudaError_t opt_in =
       device::allow_shared_memory(C::kSmemBytes, kernels[0], kernels[1]);
   ATTN_CUDA_RETURN(opt_in);
   const dim3 grid(unsigned(plan.splits), unsigned(p.kv_heads * prm.row_tiles), unsigned(p.batch));

@@ -27,6 +27,7 @@
 // 16-byte chunk c of row r at chunk c ^ (r % 8), every panel on a 1024-byte boundary.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (the type only)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -48,30 +49,51 @@
 
 namespace attn::m11 {
 
-template <int D_, bool kDqBulk_ = true, bool kDqByColumns_ = D_ == 128>
+template <int D_, bool kDqBulk_ = true, bool kDqByColumns_ = D_ == 128,
+          bool kProducer_ = kDqBulk_ && (kDqByColumns_ || D_ == 64)>
 struct HopperBwdConfig {
   static constexpr int D = D_;
   static constexpr bool kDqBulk = kDqBulk_;
-  static constexpr int kKeys = 128, kQueries = 64, kThreads = 256;
+  static constexpr int kKeys = 128, kQueries = 64, kMathThreads = 256;
+  // kProducer: a third warpgroup (the first of the block) loads every tile with TMA, and
+  // barriers in shared memory hand each stage from it to the two math warpgroups and back
+  // (flash_bwd_producer_kernel). Without it, all 256 threads copy with cp.async, and a
+  // block-wide barrier starts every step (flash_bwd_wgmma_kernel). The producer kernel takes
+  // dQ by bulk reductions, one 64-column block per warpgroup and tile: the default where so.
+  static constexpr bool kProducer = kProducer_;
+  static constexpr int kThreads = kProducer ? kMathThreads + 128 : kMathThreads;
   static constexpr int kPanels = D / 64;  // 64 16-bit columns = one 128-byte row
   // How the warpgroups share dQ = dS K. By columns (D = 128): warpgroup w takes columns
-  // 64w .. 64w + 63 over all 128 keys, one sum per element and tile, after a block-wide
-  // barrier (it reads the other warpgroup's dS). By keys (D = 64; at D = 128 a bench_11 rung,
+  // 64w .. 64w + 63 over all 128 keys, one sum per element and tile, after a barrier of both
+  // warpgroups (it reads the other warpgroup's dS). By keys (D = 64; at D = 128 a bench_11 rung,
   // measured slower): each multiplies its own 64 keys' dS by all D columns of K, 64 columns at
-  // a time, and adds a partial sum; it needs only its own dS, so no block-wide barrier.
+  // a time, and adds a partial sum; it needs only its own dS, so no barrier between them.
   static constexpr bool kDqByColumns = kDqByColumns_;
   static constexpr int kDqBlocks = kDqByColumns ? 1 : D / 64;  // 64-column blocks a warpgroup adds
-  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS | lse2[2] D[2] |
-  // with kDqBulk, two 64 x 64 fp32 dQ blocks per warpgroup, used by alternate steps: a step
-  // never writes the block that the reduction issued one step before may still be reading.
+  // dS buffers. By columns with the producer, the warpgroups are not in step at a step's start
+  // (no block-wide barrier there): one may write the next tile's dS while the other still reads
+  // this tile's, so they alternate between two. Otherwise one: without the producer the barrier
+  // at the step's start orders them, and by keys a warpgroup reads only the dS it wrote.
+  static constexpr int kDsBuffers = kProducer && kDqByColumns ? 2 : 1;
+  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS[kDsBuffers] |
+  // lse2[2] D[2] | with kDqBulk, two 64 x 64 fp32 dQ blocks per warpgroup, used by alternate
+  // steps (a step never writes the block that the reduction issued one step before may still
+  // be reading) | with kProducer, five 8-byte barriers and a flag.
   static constexpr int kTileK = kKeys * D * 2, kTileQ = kQueries * D * 2;
+  static constexpr int kTileDS = kQueries * kKeys * 2;
   static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
   static constexpr int kdS = kdO + 2 * kTileQ;
-  static constexpr int kRows = kdS + kQueries * kKeys * 2;
+  static constexpr int kRows = kdS + kDsBuffers * kTileDS;
   static constexpr int kDqBlock = kDqBlockRows * kDqBlockCols * 4, kDqStage = kRows + 4 * kQueries * 4;
-  static constexpr int kSmemBytes = kDqStage + (kDqBulk ? 4 * kDqBlock : 0) + 1024;  // + slack
+  static constexpr int kBarriers = kDqStage + (kDqBulk ? 4 * kDqBlock : 0);
+  static constexpr int kSmemBytes = kBarriers + (kProducer ? 64 : 0) + 1024;  // + slack
+  // Registers per thread after setmaxnreg (65536 per SM; 128 x 24 + 256 x 240 = 64512).
+  static constexpr int kProducerRegisters = 24, kMathRegisters = 240;
+  using WithoutProducer = HopperBwdConfig<D_, kDqBulk_, kDqByColumns_, false>;
   static_assert(D == 64 || D == 128, "D is 64 or 128");
   static_assert(!kDqByColumns || D == 128, "by columns: two 64-column halves");
+  static_assert(!kProducer || (kDqBulk && kDqBlocks == 1),
+                "the producer kernel adds dQ by bulk reductions, one block per warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };
 
@@ -110,25 +132,229 @@ __device__ __forceinline__ uint32_t pack16(float lo, float hi) {
   return m07::Elem<T>::pack(lo, hi);
 }
 
+// One query tile of warpgroup wg's work (wg = 0, 1: keys 64 wg .. 64 wg + 63 of the block): the
+// five products, P^T and dS^T, and the warpgroup's share of dQ added to dq_sum. Both kernels
+// below run it; they differ in how the tile reached shared memory and in their barriers:
+// kBothBarrier is the barrier of the 256 math threads before dQ by columns (0, __syncthreads,
+// in the 256-thread block; a named barrier beside the producer), kOwnBarrier + wg the barrier
+// of one warpgroup. s_rows: the lse2[2] | D[2] rows in shared memory; sdS: this tile's dS.
+// With kDqBulk, `release()` runs on one thread of the warpgroup once all of it is done with
+// the tile's Q, dO, lse2 and D (products complete, loads done).
+template <class Steps, class T, class C, bool kCausal, int kBothBarrier, int kOwnBarrier,
+          class Walk, class Release>
+__device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& walk, int step,
+                                              int wg, uint32_t s_base, const float* s_rows,
+                                              uint32_t sdS, float (&dk)[C::D / 2],
+                                              float (&dv)[C::D / 2],
+                                              float* __restrict__ dq_sum, Release release) {
+  using namespace m09;
+  constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  const Problem& p = a.p;
+  const int warp = (int(threadIdx.x) % 128) / 32;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, tq = lane % 4;
+  const int stage = step & 1, h = walk.head(step), q0 = walk.q0(step), k0 = walk.k0;
+  const uint32_t sK = s_base + C::kK, sV = s_base + C::kV;
+  const uint32_t sQ = s_base + C::kQ + stage * C::kTileQ;
+  const uint32_t sdO = s_base + C::kdO + stage * C::kTileQ;
+  const float* lse2 = s_rows + stage * BR;  // lse2[2] | D[2]
+  const float* delta = s_rows + (2 + stage) * BR;
+  // Accumulator element i of a 64 x N wgmma tile: row 16 warp + g + 8 ((i % 4) / 2) of the
+  // warpgroup's 64, column 8 (i / 4) + 2 tq + i % 2 (wgmma_ops.cuh).
+  const int key_row = 64 * wg + 16 * warp + g;  // within the block; + 8 for (i % 4) >= 2
+
+  // S^T and dP^T: both operands K-major (rows of 16-bit values along d); each k16 step is
+  // 32 bytes further along the 128-byte rows, a new panel every 4 steps; SBO = 1024 bytes
+  // from one 8-row atom to the next (module 09's issue_scores).
+  float s[32], dp[32];
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
+    const uint64_t ka = matrix_descriptor(sK + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
+    const uint64_t qb = matrix_descriptor(sQ + at * BR * 128 + step_bytes, 16, 1024);
+    Wgmma<64>::template a_smem<kBf16>(s, ka, qb, kk > 0 ? 1 : 0);
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
+    const uint64_t va = matrix_descriptor(sV + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
+    const uint64_t ob = matrix_descriptor(sdO + at * BR * 128 + step_bytes, 16, 1024);
+    Wgmma<64>::template a_smem<kBf16>(dp, va, ob, kk > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s);
+  fence_registers(dp);
+
+  // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
+  // and, with the mask, keys a query does not see: -inf, so P = 0.
+  const bool edge = walk.edge(p, q0);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int key = k0 + key_row + 8 * ((i % 4) / 2);
+    const int col = 8 * (i / 4) + 2 * tq + (i % 2);
+    float x = s[i];
+    if (edge && (key >= p.seq_k || (kCausal && key > q0 + col + (p.seq_k - p.seq_q))))
+      x = -INFINITY;
+    s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
+    dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
+  }
+  // dS stored [query][key] (the A operand of dQ = dS K, K-major): each element goes to its
+  // transposed place, 16 bits at a time. The 32 addresses are the same at every step: the
+  // thread's coordinates are hidden from the compiler per step, else it computes the
+  // addresses once and keeps them live (spilled) across the key loop.
+  int ds_key = key_row, ds_query = 2 * tq;
+  asm volatile("" : "+r"(ds_key), "+r"(ds_query));
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int key = ds_key + 8 * ((i % 4) / 2), query = 8 * (i / 4) + ds_query + (i % 2);
+    const uint32_t at = sdS + panel_offset<BR>(query, key / 8) + (key % 8) * 2;
+    const uint32_t bits = pack16<T>(dp[i], 0.0f) & 0xffffu;
+    asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(uint16_t(bits)) : "memory");
+  }
+  // P^T and dS^T as A fragments: the accumulators of two adjacent 8-column blocks are the A
+  // layout of one k16 step (module 09's rescale_and_pack).
+  uint32_t pa[BR / 16][4], da[BR / 16][4];
+#pragma unroll
+  for (int kq = 0; kq < BR / 16; ++kq)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      pa[kq][r] = pack16<T>(s[8 * kq + 2 * r], s[8 * kq + 2 * r + 1]);
+      da[kq][r] = pack16<T>(dp[8 * kq + 2 * r], dp[8 * kq + 2 * r + 1]);
+    }
+  // dV += P^T dO, dK += dS^T Q: B = dO or Q [query][d], N-major (d contiguous): LBO = bytes
+  // from one 64-column panel to the next, SBO = 1024 bytes from 8 queries to the next 8,
+  // each k16 step 16 rows further (module 09's issue_pv).
+  wgmma_fence();
+#pragma unroll
+  for (int kq = 0; kq < BR / 16; ++kq) {
+    const uint64_t ob = matrix_descriptor(sdO + kq * 16 * 128, BR * 128, 1024);
+    Wgmma<D>::template a_regs_b_n_major<kBf16>(dv, pa[kq], ob, 1);
+  }
+#pragma unroll
+  for (int kq = 0; kq < BR / 16; ++kq) {
+    const uint64_t qb = matrix_descriptor(sQ + kq * 16 * 128, BR * 128, 1024);
+    Wgmma<D>::template a_regs_b_n_major<kBf16>(dk, da[kq], qb, 1);
+  }
+  wgmma_commit();
+
+  // dQ += dS K. A = dS [query][key] K-major; B = K [key][d] N-major.
+  fence_shared_for_async_proxy();  // the st.shared of dS, read by the tensor cores next
+  if constexpr (C::kDqByColumns) {
+    named_barrier_sync(kBothBarrier, C::kMathThreads);  // both warpgroups' dS: each takes all 128 keys
+  } else {
+    named_barrier_sync(kOwnBarrier + wg, 128);  // its own 64 keys only
+  }
+#pragma unroll
+  for (int c = 0; c < C::kDqBlocks; ++c) {  // one 64-column block of dQ at a time
+    float dq[32];
+    constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kDqSteps; ++kk) {
+      const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
+      const uint64_t sa =
+          matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
+      const uint32_t k_panel = (C::kDqByColumns ? wg : c) * BC * 128;  // d columns 64 (w or c) ..
+      const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
+      Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    // Block c > 0 reuses the buffer of block c at the step before: thread 0 waited for its
+    // reduction to read it after issuing block c - 1 (below); the warpgroup learns it here.
+    if (C::kDqBulk && C::kDqBlocks > 1 && c > 0) named_barrier_sync(kOwnBarrier + wg, 128);
+    wgmma_wait<0>();  // dQ (and, for the first block, dV and dK)
+    fence_registers(dq);
+    if (c == 0) {
+      fence_registers(dv);
+      fence_registers(dk);
+    }
+    const int col0 = 64 * (C::kDqByColumns ? wg : c);
+    if constexpr (C::kDqBulk) {
+      // The block in the global layout (dq_layout.h), then one bulk reduction of all
+      // 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros. The
+      // buffer: with one block per step, the step's parity; with more, the block's number.
+      const int slot = C::kDqBlocks == 1 ? stage : c;
+      const uint32_t block = s_base + C::kDqStage + (2 * wg + slot) * C::kDqBlock;
+      // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so
+      // the chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is
+      // hidden from the compiler per step, else it keeps all 16 addresses live across the
+      // key loop.
+      uint32_t row_base = block + (16 * warp + g) * 256 + 8 * tq + 32 * g;
+      asm volatile("" : "+r"(row_base));
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const uint32_t at = (row_base + 2048 * ((i % 4) / 2)) ^ (32 * (i / 4));
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at), "f"(dq[i]), "f"(dq[i + 1])
+                     : "memory");
+      }
+      fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
+      named_barrier_sync(kOwnBarrier + wg, 128);
+      if (threadIdx.x % 128 == 0) {
+        if (c == 0) release();  // the whole warpgroup is past its last read of the tile
+        bulk_reduce_add_f32(dq_sum + a.row(walk.b, h, q0) * D + col0 * 64, block, C::kDqBlock);
+        tma_store_commit();
+        // The reduction before this one has read its buffer, which is written next: by the
+        // next block of this step, or (one block per step) by the next step, each after a
+        // barrier.
+        bulk_wait_read<1>();
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
+        if (row >= p.seq_q) continue;
+        float* dst = dq_sum + a.row(walk.b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
+        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
+      }
+    }
+  }
+}
+
+// The end of both kernels: dK (times the scale) and dV rounded to T, staged in the K and V
+// tiles (same panel layout; every product that reads K and V is complete: the caller passed a
+// barrier of the math warpgroups), then written out as 16-byte row chunks, rows < seq_k,
+// columns < head_dim, by the 256 math threads (`thread` = 0 .. 255).
+template <class T, class C, bool kVec, class Walk>
+__device__ __forceinline__ void store_dk_dv_tiles(const RowsArgs<T>& a, const Walk& walk, int wg,
+                                                  unsigned char* smem, const float (&dk)[C::D / 2],
+                                                  const float (&dv)[C::D / 2], int both_barrier,
+                                                  int thread) {
+  constexpr int D = C::D, BC = C::kKeys;
+  const int warp = (int(threadIdx.x) % 128) / 32, lane = int(threadIdx.x) % 32;
+  const int key_row = 64 * wg + 16 * warp + lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int i = 0; i < D / 2; i += 2) {
+    const int row = key_row + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * tq;
+    const int at = panel_offset<BC>(row, col / 8) + (col % 8) * 2;
+    *reinterpret_cast<uint32_t*>(smem + C::kK + at) = pack16<T>(dk[i] * a.scale, dk[i + 1] * a.scale);
+    *reinterpret_cast<uint32_t*>(smem + C::kV + at) = pack16<T>(dv[i], dv[i + 1]);
+  }
+  m09::named_barrier_sync(both_barrier, C::kMathThreads);
+  store_dk_dv<BC, D, C::kMathThreads, kVec>(
+      a.p, walk.b, walk.kv_head, walk.k0, smem + C::kK, smem + C::kV,
+      [](int row, int chunk) { return panel_offset<BC>(row, chunk); }, a.dk, a.dv, thread);
+}
+
+// Without a producer: the 256 threads of both warpgroups copy the next query tile with
+// cp.async while this one is computed; a block-wide barrier starts every step.
 template <class Steps, class T, class C, bool kCausal, bool kVec>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_bwd_wgmma_kernel(RowsArgs<T> a, int key_blocks, float* __restrict__ dq_sum) {
 #if ATTN_M11_WGMMA
   using namespace m09;
   constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(!C::kProducer, "flash_bwd_producer_kernel runs the configurations with a producer");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const Problem& p = a.p;
-  const int wg = int(threadIdx.x) / 128, warp = (int(threadIdx.x) % 128) / 32;
-  const int lane = int(threadIdx.x) % 32, g = lane / 4, tq = lane % 4;
+  const int wg = int(threadIdx.x) / 128;
 
   const KeyBlockWalk<BC, BR, kCausal> walk(p);  // key_blocks.cuh
   const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
-
   const uint32_t s_base = shared_address(smem);
-  const uint32_t sK = s_base + C::kK, sV = s_base + C::kV, sdS = s_base + C::kdS;
   float* const s_rows = reinterpret_cast<float*>(smem + C::kRows);  // lse2[2] | D[2]
 
   auto load_step = [&](int step, int stage) {
@@ -161,191 +387,140 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   float dk[D / 2], dv[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
-  // Accumulator element i of a 64 x N wgmma tile: row 16 warp + g + 8 ((i % 4) / 2) of the
-  // warpgroup's 64, column 8 (i / 4) + 2 tq + i % 2 (wgmma_ops.cuh).
-  const int key_row = 64 * wg + 16 * warp + g;  // within the block; + 8 for (i % 4) >= 2
 
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
-    const int h = walk.head(step), q0 = walk.q0(step);
     device::cp_async_wait<0>();
     fence_shared_for_async_proxy();  // cp.async wrote what the tensor cores read next
     __syncthreads();  // everyone's tiles landed; everyone is done with the last step
     if (step + 1 < steps) load_step(step + 1, stage ^ 1);
     device::cp_async_commit();
-    const uint32_t sQ = s_base + C::kQ + stage * C::kTileQ;
-    const uint32_t sdO = s_base + C::kdO + stage * C::kTileQ;
-    const float* lse2 = s_rows + stage * BR;
-    const float* delta = s_rows + (2 + stage) * BR;
-
-    // S^T and dP^T: both operands K-major (rows of 16-bit values along d); each k16 step is
-    // 32 bytes further along the 128-byte rows, a new panel every 4 steps; SBO = 1024 bytes
-    // from one 8-row atom to the next (module 09's issue_scores).
-    float s[32], dp[32];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
-      const uint64_t ka = matrix_descriptor(sK + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
-      const uint64_t qb = matrix_descriptor(sQ + at * BR * 128 + step_bytes, 16, 1024);
-      Wgmma<64>::template a_smem<kBf16>(s, ka, qb, kk > 0 ? 1 : 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
-      const uint64_t va = matrix_descriptor(sV + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
-      const uint64_t ob = matrix_descriptor(sdO + at * BR * 128 + step_bytes, 16, 1024);
-      Wgmma<64>::template a_smem<kBf16>(dp, va, ob, kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(s);
-    fence_registers(dp);
-
-    // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
-    // and, with the mask, keys a query does not see: -inf, so P = 0.
-    const bool edge = walk.edge(p, q0);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = k0 + key_row + 8 * ((i % 4) / 2);
-      const int col = 8 * (i / 4) + 2 * tq + (i % 2);
-      float x = s[i];
-      if (edge && (key >= p.seq_k || (kCausal && key > q0 + col + (p.seq_k - p.seq_q))))
-        x = -INFINITY;
-      s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
-      dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
-    }
-    // dS stored [query][key] (the A operand of dQ = dS K, K-major): each element goes to its
-    // transposed place, 16 bits at a time. The 32 addresses are the same at every step: the
-    // thread's coordinates are hidden from the compiler per step, else it computes the
-    // addresses once and keeps them live (spilled) across the key loop.
-    int ds_key = key_row, ds_query = 2 * tq;
-    asm volatile("" : "+r"(ds_key), "+r"(ds_query));
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = ds_key + 8 * ((i % 4) / 2), query = 8 * (i / 4) + ds_query + (i % 2);
-      const uint32_t at = sdS + panel_offset<BR>(query, key / 8) + (key % 8) * 2;
-      const uint32_t bits = pack16<T>(dp[i], 0.0f) & 0xffffu;
-      asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(uint16_t(bits)) : "memory");
-    }
-    // P^T and dS^T as A fragments: the accumulators of two adjacent 8-column blocks are the A
-    // layout of one k16 step (module 09's rescale_and_pack).
-    uint32_t pa[BR / 16][4], da[BR / 16][4];
-#pragma unroll
-    for (int kq = 0; kq < BR / 16; ++kq)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        pa[kq][r] = pack16<T>(s[8 * kq + 2 * r], s[8 * kq + 2 * r + 1]);
-        da[kq][r] = pack16<T>(dp[8 * kq + 2 * r], dp[8 * kq + 2 * r + 1]);
-      }
-    // dV += P^T dO, dK += dS^T Q: B = dO or Q [query][d], N-major (d contiguous): LBO = bytes
-    // from one 64-column panel to the next, SBO = 1024 bytes from 8 queries to the next 8,
-    // each k16 step 16 rows further (module 09's issue_pv).
-    wgmma_fence();
-#pragma unroll
-    for (int kq = 0; kq < BR / 16; ++kq) {
-      const uint64_t ob = matrix_descriptor(sdO + kq * 16 * 128, BR * 128, 1024);
-      Wgmma<D>::template a_regs_b_n_major<kBf16>(dv, pa[kq], ob, 1);
-    }
-#pragma unroll
-    for (int kq = 0; kq < BR / 16; ++kq) {
-      const uint64_t qb = matrix_descriptor(sQ + kq * 16 * 128, BR * 128, 1024);
-      Wgmma<D>::template a_regs_b_n_major<kBf16>(dk, da[kq], qb, 1);
-    }
-    wgmma_commit();
-
-    // dQ += dS K. A = dS [query][key] K-major; B = K [key][d] N-major.
-    fence_shared_for_async_proxy();  // the st.shared of dS, read by the tensor cores next
-    if constexpr (C::kDqByColumns) {
-      __syncthreads();  // both warpgroups' dS: each takes all 128 keys
-    } else {
-      named_barrier_sync(1 + wg, 128);  // its own 64 keys only
-    }
-#pragma unroll
-    for (int c = 0; c < C::kDqBlocks; ++c) {  // one 64-column block of dQ at a time
-      float dq[32];
-      constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kDqSteps; ++kk) {
-        const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
-        const uint64_t sa =
-            matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
-        const uint32_t k_panel = (C::kDqByColumns ? wg : c) * BC * 128;  // d columns 64 (w or c) ..
-        const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
-        Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
-      // Block c > 0 reuses the buffer of block c at the step before: thread 0 waited for its
-      // reduction to read it after issuing block c - 1 (below); the warpgroup learns it here.
-      if (C::kDqBulk && C::kDqBlocks > 1 && c > 0) named_barrier_sync(1 + wg, 128);
-      wgmma_wait<0>();  // dQ (and, for the first block, dV and dK)
-      fence_registers(dq);
-      if (c == 0) {
-        fence_registers(dv);
-        fence_registers(dk);
-      }
-      const int col0 = 64 * (C::kDqByColumns ? wg : c);
-      if constexpr (C::kDqBulk) {
-        // The block in the global layout (dq_layout.h), then one bulk reduction of all
-        // 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros. The
-        // buffer: with one block per step, the step's parity; with more, the block's number.
-        const int slot = C::kDqBlocks == 1 ? stage : c;
-        const uint32_t block = s_base + C::kDqStage + (2 * wg + slot) * C::kDqBlock;
-        // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so
-        // the chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is
-        // hidden from the compiler per step, else it keeps all 16 addresses live across the
-        // key loop.
-        uint32_t row_base = block + (16 * warp + g) * 256 + 8 * tq + 32 * g;
-        asm volatile("" : "+r"(row_base));
-#pragma unroll
-        for (int i = 0; i < 32; i += 2) {
-          const uint32_t at = (row_base + 2048 * ((i % 4) / 2)) ^ (32 * (i / 4));
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at), "f"(dq[i]), "f"(dq[i + 1])
-                       : "memory");
-        }
-        fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
-        named_barrier_sync(1 + wg, 128);
-        if (threadIdx.x % 128 == 0) {
-          bulk_reduce_add_f32(dq_sum + a.row(b, h, q0) * D + col0 * 64, block, C::kDqBlock);
-          tma_store_commit();
-          // The reduction before this one has read its buffer, which is written next: by the
-          // next block of this step, or (one block per step) by the next step, each after a
-          // barrier.
-          bulk_wait_read<1>();
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; i += 2) {
-          const int row = q0 + 16 * warp + g + 8 * ((i % 4) / 2);
-          if (row >= p.seq_q) continue;
-          float* dst = dq_sum + a.row(b, h, row) * D + col0 + 8 * (i / 4) + 2 * tq;
-          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(dq[i], dq[i + 1]));
-        }
-      }
-    }
+    backward_tile<Steps, T, C, kCausal, 0, 1>(a, walk, step, wg, s_base, s_rows, s_base + C::kdS,
+                                              dk, dv, dq_sum, [] {});
   }
   device::cp_async_wait<0>();
   __syncthreads();  // every warpgroup is done with K and V: they stage dK and dV now
-
-  // Epilogue: dK (times the scale) and dV rounded to T, staged in the K and V tiles (same
-  // panel layout), then written out as 16-byte row chunks, rows < seq_k, columns < head_dim.
-#pragma unroll
-  for (int i = 0; i < D / 2; i += 2) {
-    const int row = key_row + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * tq;
-    const int at = panel_offset<BC>(row, col / 8) + (col % 8) * 2;
-    *reinterpret_cast<uint32_t*>(smem + C::kK + at) = pack16<T>(dk[i] * a.scale, dk[i + 1] * a.scale);
-    *reinterpret_cast<uint32_t*>(smem + C::kV + at) = pack16<T>(dv[i], dv[i + 1]);
-  }
-  __syncthreads();
-  store_dk_dv<BC, D, C::kThreads, kVec>(p, b, kvh, k0, smem + C::kK, smem + C::kV,
-                                        [](int row, int chunk) { return panel_offset<BC>(row, chunk); },
-                                        a.dk, a.dv);
+  store_dk_dv_tiles<T, C, kVec>(a, walk, wg, smem, dk, dv, 0, int(threadIdx.x));
   if constexpr (C::kDqBulk) {
     if (threadIdx.x % 128 == 0) bulk_wait_all();  // the block's shared memory outlives the reads
   }
 #else
   (void)a, (void)key_blocks, (void)dq_sum;
+#endif
+}
+
+// The four tensor maps of the producer kernel (built on the host, passed as __grid_constant__
+// parameters: the copy engine reads them from the kernel's parameter space). Boxes of 64
+// columns x 128 rows for K and V, x 64 rows for Q and dO.
+struct BwdTensorMaps {
+  CUtensorMap q, k, v, dout;
+};
+
+// With a producer (module 09's pattern, section 5 of the lesson): warpgroup 0 gives its
+// registers away and one of its threads issues every copy with TMA: K and V once, then the
+// query tiles into two stages, each stage's Q, dO, lse2 and D as one barrier's bytes. Barriers:
+//   kv_full:   K and V have landed (once);
+//   full[s]:   stage s's bytes have landed (the copy engine counts them);
+//   empty[s]:  both math warpgroups are done with stage s (one arrival each).
+// The math warpgroups (1, 2) wait only for the data they read: neither waits for the other's
+// copies, and the copies of the next tile start as soon as a stage is free.
+template <class Steps, class T, class C, bool kCausal>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_bwd_producer_kernel(const __grid_constant__ BwdTensorMaps maps, RowsArgs<T> a,
+                              float* __restrict__ dq_sum, m09::HangReport* hang) {
+#if ATTN_M11_WGMMA
+  using namespace m09;
+  constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
+  static_assert(C::kProducer, "flash_bwd_wgmma_kernel runs the configurations without one");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t s_base = shared_address(smem);
+  const uint32_t kv_full = s_base + C::kBarriers;
+  auto full = [&](int stage) { return s_base + C::kBarriers + 8 + 8 * stage; };
+  auto empty = [&](int stage) { return s_base + C::kBarriers + 24 + 8 * stage; };
+  const uint32_t gave_up = s_base + C::kBarriers + 40;  // set once a wait gave up (hopper_ptx.cuh)
+  auto given_up = [&] {
+    uint32_t flag;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(flag) : "r"(gave_up) : "memory");
+    return flag != 0;
+  };
+  const KeyBlockWalk<BC, BR, kCausal> walk(a.p);  // key_blocks.cuh
+  // The same for all 32 lanes, and the compiler can see it: each role below is a branch whole
+  // warps take, which setmaxnreg needs.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+
+  if (threadIdx.x == 0) {
+    asm volatile("st.shared.u32 [%0], 0;" ::"r"(gave_up) : "memory");
+    mbarrier_init(kv_full, 1);  // the producer's arrive_expect_bytes
+    for (int stage = 0; stage < 2; ++stage) {
+      mbarrier_init(full(stage), 1);
+      mbarrier_init(empty(stage), 2);  // one thread of each math warpgroup
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    registers_release<C::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_bytes(kv_full, 2 * C::kTileK);
+      for (int panel = 0; panel < C::kPanels; ++panel) {
+        tma_load_4d(s_base + C::kK + panel * BC * 128, &maps.k, kv_full, 64 * panel, walk.k0,
+                    walk.kv_head, walk.b);
+        tma_load_4d(s_base + C::kV + panel * BC * 128, &maps.v, kv_full, 64 * panel, walk.k0,
+                    walk.kv_head, walk.b);
+      }
+      for (int step = 0; step < walk.steps; ++step) {
+        const int stage = step & 1;
+        // Use n = step / 2 of the stage waits for the end of use n - 1 (a fresh barrier's
+        // "previous phase", parity 1, counts as complete: the first two pass at once).
+        mbarrier_wait(empty(stage), ((step >> 1) & 1) ^ 1, hang, 2, stage, gave_up);
+        if (given_up()) break;
+        const int h = walk.head(step), q0 = walk.q0(step);
+        mbarrier_arrive_expect_bytes(full(stage), 2 * C::kTileQ + 2 * BR * 4);
+        for (int panel = 0; panel < C::kPanels; ++panel) {
+          tma_load_4d(s_base + C::kQ + stage * C::kTileQ + panel * BR * 128, &maps.q,
+                      full(stage), 64 * panel, q0, h, walk.b);
+          tma_load_4d(s_base + C::kdO + stage * C::kTileQ + panel * BR * 128, &maps.dout,
+                      full(stage), 64 * panel, q0, h, walk.b);
+        }
+        // lse2 and D of the tile's 64 rows (padded arrays: always whole, 16-byte aligned).
+        const int64_t row = a.row(walk.b, h, q0);
+        bulk_load(s_base + C::kRows + stage * BR * 4, a.lse2 + row, BR * 4, full(stage));
+        bulk_load(s_base + C::kRows + (2 + stage) * BR * 4, a.delta + row, BR * 4, full(stage));
+      }
+      // After a wait gave up, copies may still be in flight: keep the block alive until they
+      // have landed (a block's shared memory is freed when its last thread exits).
+      if (given_up()) {
+        const uint64_t until = global_timer_ns() + 2 * kHangCheckNs;
+        while (global_timer_ns() < until) {
+        }
+      }
+    }
+    return;
+  }
+
+  registers_claim<C::kMathRegisters>();
+  const int wg = warpgroup - 1;
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+  // Also without any step: the end stages dK and dV in the K and V tiles, after their copies.
+  mbarrier_wait(kv_full, 0, hang, 0, 0, gave_up);
+  for (int step = 0; step < walk.steps; ++step) {
+    const int stage = step & 1;
+    mbarrier_wait(full(stage), (step >> 1) & 1, hang, 1, stage, gave_up);
+    backward_tile<Steps, T, C, kCausal, 1, 2>(
+        a, walk, step, wg, s_base, reinterpret_cast<const float*>(smem + C::kRows),
+        s_base + C::kdS + (step % C::kDsBuffers) * C::kTileDS, dk, dv,
+        dq_sum, [&] { mbarrier_arrive(empty(stage)); });
+  }
+  named_barrier_sync(1, C::kMathThreads);  // both warpgroups are done with K and V
+  store_dk_dv_tiles<T, C, true>(a, walk, wg, smem, dk, dv, 1, int(threadIdx.x) - 128);
+  if (threadIdx.x % 128 == 0) bulk_wait_all();  // the block's shared memory outlives the reads
+#else
+  (void)maps, (void)a, (void)dq_sum, (void)hang;
 #endif
 }
 

@@ -27,6 +27,7 @@
 #include "common/problem.h"
 #include "common/status.h"
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
+#include "modules/09_hopper/tensor_maps.h"
 #include "modules/11_backward/backward_attention.h"
 #include "modules/11_backward/backward_hopper.cuh"
 #include "modules/11_backward/backward_kernel.cuh"
@@ -163,6 +164,77 @@ struct Scratch {
 using Production64 = BwdConfig<64, 128, 64, 1>;
 using Production128 = BwdConfig<128, 128, 64, 1>;
 
+// One of the kernels without a producer (C: BwdConfig for the mma.sync kernel, HopperBwdConfig
+// for the wgmma kernel), one block per key block.
+template <class Steps, class T, class C, bool kHopper>
+Status launch_key_blocks(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream_t stream) {
+  const Problem& p = a.p;
+  using Kernel = void (*)(RowsArgs<T>, int, float*);
+  auto pick = [](auto causal, auto vec) -> Kernel {
+    if constexpr (kHopper)
+      return flash_bwd_wgmma_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
+    else
+      return flash_bwd_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
+  };
+  using No = std::false_type;
+  using Yes = std::true_type;
+  static const Kernel kernels[2][2] = {{pick(No{}, No{}), pick(No{}, Yes{})},
+                                       {pick(Yes{}, No{}), pick(Yes{}, Yes{})}};
+  const cudaError_t opt_in = device::allow_shared_memory(
+      C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
+  ATTN_CUDA_RETURN(opt_in);
+  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
+  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
+  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
+  kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
+                                           stream>>>(a, key_blocks, dq_sum);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  return Status::ok();
+}
+
+// The wgmma kernel with a producer warpgroup (C::kProducer): TMA reads rows that start on
+// 16-byte boundaries; other layouts run the same kernel without the producer.
+template <class Steps, class T, class C>
+Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream_t stream) {
+  const Problem& p = a.p;
+  if (!vec || !m09::tma_compatible(a.q, p.q) || !m09::tma_compatible(a.k, p.k) ||
+      !m09::tma_compatible(a.v, p.v) || !m09::tma_compatible(a.dout, p.o))
+    return launch_key_blocks<Steps, T, typename C::WithoutProducer, true>(a, vec, dq_sum, stream);
+  BwdTensorMaps maps;
+  if (Status s = m09::make_tensor_map(&maps.q, p.dtype, a.q, p.head_dim, p.seq_q, p.heads,
+                                      p.batch, p.q, C::kQueries, "Q");
+      !s)
+    return s;
+  if (Status s = m09::make_tensor_map(&maps.dout, p.dtype, a.dout, p.head_dim, p.seq_q, p.heads,
+                                      p.batch, p.o, C::kQueries, "dO");
+      !s)
+    return s;
+  if (Status s = m09::make_tensor_map(&maps.k, p.dtype, a.k, p.head_dim, p.seq_k, p.kv_heads,
+                                      p.batch, p.k, C::kKeys, "K");
+      !s)
+    return s;
+  if (Status s = m09::make_tensor_map(&maps.v, p.dtype, a.v, p.head_dim, p.seq_k, p.kv_heads,
+                                      p.batch, p.v, C::kKeys, "V");
+      !s)
+    return s;
+  m09::HangReport* hang = m09::hang_report_buffer();
+  if (!hang) return Status::error("module 11: cannot allocate the mapped hang-report buffer");
+  if (hang->hung) *hang = m09::HangReport{};  // an earlier launch's report, read by now
+  using Kernel = void (*)(const BwdTensorMaps, RowsArgs<T>, float*, m09::HangReport*);
+  static const Kernel kernels[2] = {flash_bwd_producer_kernel<Steps, T, C, false>,
+                                    flash_bwd_producer_kernel<Steps, T, C, true>};
+  const cudaError_t opt_in =
+      device::allow_shared_memory(C::kSmemBytes, kernels[0], kernels[1]);
+  ATTN_CUDA_RETURN(opt_in);
+  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
+  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
+  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
+  kernels[p.causal ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+      maps, a, dq_sum, hang);
+  ATTN_CUDA_RETURN(cudaGetLastError());
+  return Status::ok();
+}
+
 // The dQ sums (zeroed), one of the two tensor-core kernels, dQ's store. kHopper: the wgmma
 // kernel (C is HopperBwdConfig), else the mma.sync kernel (C is BwdConfig).
 template <class Steps, class T, class C, bool kHopper>
@@ -177,26 +249,16 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
                    rows_aligned16(a.k, p.k, 2) && rows_aligned16(a.v, p.v, 2) &&
                    rows_aligned16(a.dout, p.o, 2) && rows_aligned16(a.dk, p.k, 2) &&
                    rows_aligned16(a.dv, p.v, 2);
-  using Kernel = void (*)(RowsArgs<T>, int, float*);
-  auto pick = [](auto causal, auto vec) -> Kernel {
-    if constexpr (kHopper)
-      return flash_bwd_wgmma_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
-    else
-      return flash_bwd_kernel<Steps, T, C, decltype(causal)::value, decltype(vec)::value>;
-  };
-  using No = std::false_type;
-  using Yes = std::true_type;
-  static const Kernel kernels[2][2] = {{pick(No{}, No{}), pick(No{}, Yes{})},
-                                       {pick(Yes{}, No{}), pick(Yes{}, Yes{})}};
-  static const cudaError_t opt_in = device::allow_shared_memory(
-      C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
-  ATTN_CUDA_RETURN(opt_in);
-  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
-  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
-  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
-  kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
-                                           stream>>>(a, key_blocks, scratch.dq_sum);
-  ATTN_CUDA_RETURN(cudaGetLastError());
+  constexpr bool kProducer = [] {  // the wgmma kernel with a producer warpgroup
+    if constexpr (kHopper) return C::kProducer;
+    else return false;
+  }();
+  if constexpr (kProducer) {
+    if (Status s = launch_producer<Steps, T, C>(a, vec, scratch.dq_sum, stream); !s) return s;
+  } else {
+    if (Status s = launch_key_blocks<Steps, T, C, kHopper>(a, vec, scratch.dq_sum, stream); !s)
+      return s;
+  }
   const int64_t total = int64_t(p.batch) * p.heads * p.seq_q * D;
   constexpr bool kBlocked = [] {  // the wgmma kernel's bulk reductions add 64 x 64 blocks
     if constexpr (kHopper) return C::kDqBulk;
@@ -208,16 +270,13 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
   return Status::ok();
 }
 
-// The kernel Path::fastest runs, from the measurements of bench_11 on the H100 (README,
-// section 5): the wgmma kernel at D = 128 once a block walks at least 64 query tiles (its
-// pipeline starts slower: at N = 1024 and 2048 the mma.sync kernel is ahead), the mma.sync
-// kernel at D = 64 (where the wgmma kernel adds two partial dQ sums per tile and gains
-// nothing: level with mma.sync without the mask, behind it with the mask).
+// The kernel Path::fastest runs, from the measurements of bench_11 on the H200 (README,
+// section 5): on a Hopper GPU with this build's sm_90a code the wgmma kernel (with its producer
+// warpgroup it is ahead of the mma.sync kernel at both head dims from N = 1024 on), else the
+// mma.sync kernel.
 inline Path fastest_path(const Problem& p) {
   if (p.dtype == DType::f32) return Path::rows;
-  const int64_t rows_per_block = int64_t(p.heads / p.kv_heads) * p.seq_q;
-  if (hopper_available() && p.head_dim > 64 && rows_per_block >= 4096) return Path::hopper;
-  return Path::tensor_cores;
+  return hopper_available() ? Path::hopper : Path::tensor_cores;
 }
 
 // C64, C128: the mma.sync kernel's configurations for head dims up to 64 and up to 128; H64,

@@ -49,14 +49,15 @@ struct KeyBlockWalk {
 
 // dK and dV, rounded and staged by the kernel in two shared tiles (at byte offsets
 // chunk_at(row, chunk) from dk_tile and dv_tile), written out as 16-byte row chunks
-// (coalesced): rows < seq_k, columns < head_dim; kVec: 16-byte stores, else element by element.
+// (coalesced) by kThreads threads (`thread` = 0 .. kThreads - 1): rows < seq_k, columns <
+// head_dim; kVec: 16-byte stores, else element by element.
 template <int kKeys, int D, int kThreads, bool kVec, class ChunkAt>
 __device__ __forceinline__ void store_dk_dv(const Problem& p, int b, int kv_head, int k0,
                                             const unsigned char* dk_tile,
                                             const unsigned char* dv_tile, ChunkAt chunk_at,
-                                            void* dk, void* dv) {
+                                            void* dk, void* dv, int thread = int(threadIdx.x)) {
   constexpr int kChunks = D / 8;
-  for (int c = int(threadIdx.x); c < 2 * kKeys * kChunks; c += kThreads) {
+  for (int c = thread; c < 2 * kKeys * kChunks; c += kThreads) {
     const int which = c / (kKeys * kChunks), rc = c % (kKeys * kChunks);
     const int row = rc / kChunks, chunk = rc % kChunks;
     if (k0 + row >= p.seq_k || chunk * 8 >= p.head_dim) continue;

@@ -79,7 +79,7 @@ Status launch_modified(const Problem& p, const Args& args, const void* q, const 
   constexpr auto kernel = m07::flash_tc_kernel<Warp, T, C, false, true, m07::DenseBatch, Mods>;
   constexpr int kSmem = C::kSmemBytes + Mods::template kExtraSmemBytes<C>;
   // Above 48 KB of shared memory a kernel must opt in.
-  static const cudaError_t opt_in = device::allow_shared_memory(kSmem, kernel);
+  const cudaError_t opt_in = device::allow_shared_memory(kSmem, kernel);
   ATTN_CUDA_RETURN(opt_in);
   const int64_t query_blocks = (int64_t(p.seq_q) + C::kQueries - 1) / C::kQueries;
   const int64_t blocks = query_blocks * p.batch * p.heads;

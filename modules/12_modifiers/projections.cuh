@@ -193,7 +193,7 @@ Status launch_gemm(const void* a, const void* b, int M, int N, int K, Epilogue e
     return Status::error("module 12's GEMM: more than 65535 row tiles (" + std::to_string(M) +
                          " rows)");
   auto kernel = gemm_kernel<T, Epilogue>;
-  static const cudaError_t opt_in = device::allow_shared_memory(GemmTile::kSmemBytes, kernel);
+  const cudaError_t opt_in = device::allow_shared_memory(GemmTile::kSmemBytes, kernel);
   ATTN_CUDA_RETURN(opt_in);
   const dim3 grid(unsigned((N + GemmTile::kN - 1) / GemmTile::kN),
                   unsigned((M + GemmTile::kM - 1) / GemmTile::kM));
