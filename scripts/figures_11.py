@@ -3,11 +3,11 @@
 scripts/make_figures.py through make(out_dir); runnable alone:
 python3 scripts/figures_11.py [out_dir] [--bench11 FILE] [--torch11 FILE].
 
-  11_backward.png   measured: TFLOP/s of the backward alone against N on the H100, bf16, batch
+  11_backward.png   measured: TFLOP/s of the backward alone against N on the H200, bf16, batch
                     x N = 16384 tokens: ours (bench_11's wgmma and mma_sync rungs,
-                    docs/results/bench11_h100.json) beside PyTorch SDPA's FLASH_ATTENTION and
+                    docs/results/bench11_h200.json) beside PyTorch SDPA's FLASH_ATTENTION and
                     CUDNN_ATTENTION backends (scripts/compare_torch_backward.py,
-                    docs/results/torch11_h100.json); one panel per head dim, causal dashed.
+                    docs/results/torch11_h200.json); one panel per head dim, causal dashed.
                     Not drawn, with one line, while either file does not exist (run alone,
                     the script then exits 1).
 """
@@ -21,8 +21,8 @@ REPO = os.path.dirname(HERE)
 
 from figures_common import COLORS, RESULTS, plt, save_full_colour  # noqa: E402
 
-BENCH11 = os.path.join(RESULTS, "bench11_h100.json")
-TORCH11 = os.path.join(RESULTS, "torch11_h100.json")
+BENCH11 = os.path.join(RESULTS, "bench11_h200.json")
+TORCH11 = os.path.join(RESULTS, "torch11_h200.json")
 
 # (rung, label, colour): one colour per implementation in both panels.
 SERIES = [("wgmma", "module 11, wgmma (Hopper)", COLORS["o"]),

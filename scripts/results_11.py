@@ -6,8 +6,8 @@ JSON and scripts/compare_torch_backward.py's JSON.
   python3 scripts/results_11.py --update        rewrite the backward block in
                                                 modules/11_backward/README.md and both blocks
                                                 in docs/results.md
-  --bench FILE   bench_11's output (default docs/results/bench11_h100.json)
-  --torch FILE   compare_torch_backward.py's output (default docs/results/torch11_h100.json)
+  --bench FILE   bench_11's output (default docs/results/bench11_h200.json)
+  --torch FILE   compare_torch_backward.py's output (default docs/results/torch11_h200.json)
 
 Two blocks, each one table per head dim (rows: causal or not, then N), each between its
 marker comments:
@@ -15,7 +15,8 @@ marker comments:
   <!-- results_11:backward --> ... <!-- /results_11:backward -->   the backward alone
   <!-- results_11:fwd_bwd --> ... <!-- /results_11:fwd_bwd -->     forward + backward
 
-Ours are bench_11's "wgmma" rung (Hopper) and "mma_sync" rung (every GPU from sm_80); the ratios
+Ours are bench_11's "wgmma" rung (Hopper; "wgmma_cp_async", the same products without the
+producer warpgroup, where the file has it) and "mma_sync" rung (every GPU from sm_80); the ratios
 use the record bench_11 marks "picked", the kernel the module's entry point runs for the shape.
 PyTorch's are the FLASH_ATTENTION and CUDNN_ATTENTION
 backends (torch_flash, torch_cudnn). The times and TFLOP/s printed are values of the two files
@@ -29,13 +30,14 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "docs", "results", "bench11_h100.json")
-TORCH = os.path.join(ROOT, "docs", "results", "torch11_h100.json")
+BENCH = os.path.join(ROOT, "docs", "results", "bench11_h200.json")
+TORCH = os.path.join(ROOT, "docs", "results", "torch11_h200.json")
 # file -> the blocks it holds (the lesson shows the backward alone and links to docs/results.md
 # for forward + backward)
 DOCS = {os.path.join(ROOT, "modules", "11_backward", "README.md"): ("backward",),
         os.path.join(ROOT, "docs", "results.md"): ("backward", "fwd_bwd")}
-OURS = [("wgmma", "wgmma"), ("mma_sync", "mma.sync")]  # (rung, label), the main one first
+# (rung, label), the main one first; rungs a file lacks are left out
+OURS = [("wgmma", "wgmma"), ("wgmma_cp_async", "wgmma, cp.async"), ("mma_sync", "mma.sync")]
 THEIRS = [("torch_flash", "FLASH"), ("torch_cudnn", "cuDNN")]
 # block name -> (field prefix of the records, what the block measures, FLOPs per forward FLOP)
 BLOCKS = {
@@ -100,8 +102,7 @@ def tables(bench, torch_doc, block):
            f"{what}. Ours: bench_11's " + " and ".join(f"`{r}`" for r, _ in ours) +
            f" rungs, every rung checked against the double reference first (all passed: "
            f"{'yes' if bench.get('checks_passed') else 'NO'}); `module` is the kernel module "
-           "11's entry point runs for the shape (wgmma at d = 128 from N = 4096, else "
-           "mma.sync: entry_points.cuh, fastest_path). "
+           "11's entry point runs for the shape (entry_points.cuh, fastest_path). "
            f"PyTorch {torch_doc.get('torch', '?')} (cuDNN {cudnn_text(torch_doc.get('cudnn'))}): "
            "SDPA's FLASH_ATTENTION and CUDNN_ATTENTION backends on the same shapes, [B, H, N, d]. "
            f"TFLOP/s count {times} times the forward's 4 B H d x (visible pairs); module / X is "

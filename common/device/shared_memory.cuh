@@ -6,11 +6,9 @@
 // attribute stays set for the program). Launchers call this before every launch; it sets the
 // attribute once per kernel and remembers it:
 //   ATTN_CUDA_RETURN(device::allow_shared_memory(C::kSmemBytes, kernel));
-// Why not once from a function-local static in the launcher? nvcc gives every translation unit
-// its own copy of a kernel template's instantiation (its own address), while a static in an
-// inline launcher is one object for the whole program: a launcher instantiated in two files
-// (a module and its benchmark) would set the attribute on the first file's copy only, and the
-// other file's launch would fail with "invalid argument".
+// It remembers kernels by address, so a launcher needs no function-local static of its own
+// (a static in an inline launcher is one object for the whole program, while a kernel's
+// address may differ between files: CMakeLists.txt, -static-global-template-stub).
 #pragma once
 
 #include <cuda_runtime.h>
