@@ -188,7 +188,8 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   fence_registers(dp);
 
   // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
-  // and, with the mask, keys a query does not see: -inf, so P = 0.
+  // and, with the mask, keys a query does not see: -inf, so P = 0. (Computing P^T while dP^T
+  // still runs, in a commit group of its own, measured slower: docs/worklog/11_backward.md.)
   const bool edge = walk.edge(p, q0);
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
@@ -200,19 +201,6 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
     s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
     dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
   }
-  // dS stored [query][key] (the A operand of dQ = dS K, K-major): each element goes to its
-  // transposed place, 16 bits at a time. The 32 addresses are the same at every step: the
-  // thread's coordinates are hidden from the compiler per step, else it computes the
-  // addresses once and keeps them live (spilled) across the key loop.
-  int ds_key = key_row, ds_query = 2 * tq;
-  asm volatile("" : "+r"(ds_key), "+r"(ds_query));
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int key = ds_key + 8 * ((i % 4) / 2), query = 8 * (i / 4) + ds_query + (i % 2);
-    const uint32_t at = sdS + panel_offset<BR>(query, key / 8) + (key % 8) * 2;
-    const uint32_t bits = pack16<T>(dp[i], 0.0f) & 0xffffu;
-    asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(uint16_t(bits)) : "memory");
-  }
   // P^T and dS^T as A fragments: the accumulators of two adjacent 8-column blocks are the A
   // layout of one k16 step (module 09's rescale_and_pack).
   uint32_t pa[BR / 16][4], da[BR / 16][4];
@@ -223,6 +211,21 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
       pa[kq][r] = pack16<T>(s[8 * kq + 2 * r], s[8 * kq + 2 * r + 1]);
       da[kq][r] = pack16<T>(dp[8 * kq + 2 * r], dp[8 * kq + 2 * r + 1]);
     }
+  // dS stored [query][key] (the A operand of dQ = dS K, K-major) with stmatrix .trans: the four
+  // registers of da[kq] are four 8 x 8 blocks of dS^T (keys g / g + 8 of the warp's 16, queries
+  // 16 kq .. + 7 / + 8 .. + 15), and each is stored transposed. Lane i addresses row i % 8 of
+  // block i / 8: query 16 kq + 8 (i / 16) + i % 8, the 16-byte chunk of keys 8 (i / 8 % 2) on
+  // from the warp's first key. The chunk is the tile's swizzled place (panel_offset): its row
+  // is the query, so row % 8 = i % 8, and the steps kq are 2048 bytes apart.
+  {
+    const int m = lane / 8, q = lane % 8;
+    const int chunk = 2 * warp + m % 2;  // 16-byte chunk within the warpgroup's 64-key panel
+    uint32_t at = sdS + wg * (BR * 128) + (8 * (m / 2) + q) * 128 + ((chunk ^ q) << 4);
+    asm volatile("" : "+r"(at));  // computed per step, not kept live across the key loop
+#pragma unroll
+    for (int kq = 0; kq < BR / 16; ++kq)
+      stmatrix_x4_trans(at + kq * 2048, da[kq][0], da[kq][1], da[kq][2], da[kq][3]);
+  }
   // dV += P^T dO, dK += dS^T Q: B = dO or Q [query][d], N-major (d contiguous): LBO = bytes
   // from one 64-column panel to the next, SBO = 1024 bytes from 8 queries to the next 8,
   // each k16 step 16 rows further (module 09's issue_pv).
