@@ -163,25 +163,24 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   // warpgroup's 64, column 8 (i / 4) + 2 tq + i % 2 (wgmma_ops.cuh).
   const int key_row = 64 * wg + 16 * warp + g;  // within the block; + 8 for (i % 4) >= 2
 
-  // S^T and dP^T: both operands K-major (rows of 16-bit values along d); each k16 step is
-  // 32 bytes further along the 128-byte rows, a new panel every 4 steps; SBO = 1024 bytes
-  // from one 8-row atom to the next (module 09's issue_scores).
+  // S^T = K_w Q^T and dP^T = V_w dO^T: both operands K-major (rows of 16-bit values along d);
+  // each k16 step is 32 bytes further along the 128-byte rows, a new panel every 4 steps;
+  // SBO = 1024 bytes from one 8-row atom to the next (module 09's issue_scores). Warpgroup w's A
+  // starts 64 w rows into the K or V panels.
   float s[32], dp[32];
+  auto keys_by_queries = [&](float(&acc)[32], uint32_t keys, uint32_t queries) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
+      const uint64_t a_desc =
+          matrix_descriptor(keys + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
+      const uint64_t b_desc = matrix_descriptor(queries + at * BR * 128 + step_bytes, 16, 1024);
+      Wgmma<64>::template a_smem<kBf16>(acc, a_desc, b_desc, kk > 0 ? 1 : 0);
+    }
+  };
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
-    const uint64_t ka = matrix_descriptor(sK + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
-    const uint64_t qb = matrix_descriptor(sQ + at * BR * 128 + step_bytes, 16, 1024);
-    Wgmma<64>::template a_smem<kBf16>(s, ka, qb, kk > 0 ? 1 : 0);
-  }
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
-    const uint64_t va = matrix_descriptor(sV + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
-    const uint64_t ob = matrix_descriptor(sdO + at * BR * 128 + step_bytes, 16, 1024);
-    Wgmma<64>::template a_smem<kBf16>(dp, va, ob, kk > 0 ? 1 : 0);
-  }
+  keys_by_queries(s, sK, sQ);
+  keys_by_queries(dp, sV, sdO);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s);

@@ -201,22 +201,23 @@ Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream
       !m09::tma_compatible(a.v, p.v) || !m09::tma_compatible(a.dout, p.o))
     return launch_key_blocks<Steps, T, typename C::WithoutProducer, true>(a, vec, dq_sum, stream);
   BwdTensorMaps maps;
-  if (Status s = m09::make_tensor_map(&maps.q, p.dtype, a.q, p.head_dim, p.seq_q, p.heads,
-                                      p.batch, p.q, C::kQueries, "Q");
-      !s)
-    return s;
-  if (Status s = m09::make_tensor_map(&maps.dout, p.dtype, a.dout, p.head_dim, p.seq_q, p.heads,
-                                      p.batch, p.o, C::kQueries, "dO");
-      !s)
-    return s;
-  if (Status s = m09::make_tensor_map(&maps.k, p.dtype, a.k, p.head_dim, p.seq_k, p.kv_heads,
-                                      p.batch, p.k, C::kKeys, "K");
-      !s)
-    return s;
-  if (Status s = m09::make_tensor_map(&maps.v, p.dtype, a.v, p.head_dim, p.seq_k, p.kv_heads,
-                                      p.batch, p.v, C::kKeys, "V");
-      !s)
-    return s;
+  // Q and dO in boxes of a query tile's rows, K and V of a key block's.
+  struct Map {
+    CUtensorMap* map;
+    const void* base;
+    int seq, heads;
+    Strides strides;
+    int box_rows;
+    const char* name;
+  };
+  for (const Map& m : {Map{&maps.q, a.q, p.seq_q, p.heads, p.q, C::kQueries, "Q"},
+                       Map{&maps.dout, a.dout, p.seq_q, p.heads, p.o, C::kQueries, "dO"},
+                       Map{&maps.k, a.k, p.seq_k, p.kv_heads, p.k, C::kKeys, "K"},
+                       Map{&maps.v, a.v, p.seq_k, p.kv_heads, p.v, C::kKeys, "V"}})
+    if (Status s = m09::make_tensor_map(m.map, p.dtype, m.base, p.head_dim, m.seq, m.heads,
+                                        p.batch, m.strides, m.box_rows, m.name);
+        !s)
+      return s;
   m09::HangReport* hang = m09::hang_report_buffer();
   if (!hang) return Status::error("module 11: cannot allocate the mapped hang-report buffer");
   if (hang->hung) *hang = m09::HangReport{};  // an earlier launch's report, read by now
