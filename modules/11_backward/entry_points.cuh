@@ -8,9 +8,10 @@
 // SaveLse as its epilogue hook. The backward: prepare_rows_kernel (D and lse in base 2), then
 //   Path::rows          dkdv_rows_kernel + dq_rows_kernel (the fp32 rung; any type);
 //   Path::tensor_cores  flash_bwd_kernel (mma.sync) + store_dq_kernel (f16/bf16, sm_80 on);
-//   Path::hopper        flash_bwd_wgmma_kernel (wgmma) + store_dq_kernel (f16/bf16, sm_90a);
-//   Path::fastest       fastest_path(p): hopper for d = 128 from 4096 query rows per block
-//                       where this GPU and build have it, else tensor_cores (f32: rows).
+//   Path::hopper        flash_bwd_producer_kernel (wgmma, a TMA producer warpgroup; rows TMA
+//                       cannot read: flash_bwd_wgmma_kernel) + store_dq_kernel (f16/bf16, sm_90a);
+//   Path::fastest       fastest_path(p): hopper where this GPU and build have it, else
+//                       tensor_cores (f32: rows).
 #pragma once
 
 #include <cuda_bf16.h>
