@@ -108,6 +108,15 @@ __device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
   return (chunk / 8) * (kRows * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) << 4);
 }
 
+// The first 1024-byte boundary in dynamic shared memory (the swizzle repeats every 1024 bytes),
+// found by pointer arithmetic on the __shared__ array itself: a pointer that went through an
+// integer would lose its address space, and every access through it would be a generic load or
+// store (LD.E / ST.E) instead of LDS / STS.
+__device__ __forceinline__ unsigned char* aligned_shared_1024(unsigned char* smem_raw) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  return smem_raw + ((1024u - (address & 1023u)) & 1023u);
+}
+
 // Rows [0, kRows) of a head slice into a panel tile; rows >= rows_valid and columns >=
 // head_dim become zeros (kVec: 16-byte cp.async; else element by element).
 template <int kRows, int D, int kThreads, bool kVec>
@@ -134,6 +143,14 @@ __device__ __forceinline__ void load_panels(unsigned char* tile, const uint16_t*
 template <class T>
 __device__ __forceinline__ uint32_t pack16(float lo, float hi) {
   return m07::Elem<T>::pack(lo, hi);
+}
+
+// A matrix descriptor `bytes` further on: its low 14 bits hold the address / 16, and shared
+// addresses stay below 256 KB, so adding bytes / 16 never carries out of the field. Cheaper
+// than building each descriptor from its address: one addition instead of a shift, a mask and
+// an OR on the uniform datapath before every wgmma (README, section 5).
+__device__ __forceinline__ uint64_t advance(uint64_t descriptor, uint32_t bytes) {
+  return descriptor + (bytes >> 4);
 }
 
 // One query tile of warpgroup wg's work (wg = 0, 1: keys 64 wg .. 64 wg + 63 of the block): the
@@ -172,14 +189,15 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   // SBO = 1024 bytes from one 8-row atom to the next (module 09's issue_scores). Warpgroup w's A
   // starts 64 w rows into the K or V panels.
   float s[32], dp[32];
+  // Each descriptor is made once and moved along by adding bytes / 16 to its address field.
   auto keys_by_queries = [&](float(&acc)[32], uint32_t keys, uint32_t queries) {
+    const uint64_t a0 = matrix_descriptor(keys + wg * 64 * 128, 16, 1024);
+    const uint64_t b0 = matrix_descriptor(queries, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t at = (kk / 4), step_bytes = (kk % 4) * 32;
-      const uint64_t a_desc =
-          matrix_descriptor(keys + at * BC * 128 + wg * 64 * 128 + step_bytes, 16, 1024);
-      const uint64_t b_desc = matrix_descriptor(queries + at * BR * 128 + step_bytes, 16, 1024);
-      Wgmma<64>::template a_smem<kBf16>(acc, a_desc, b_desc, kk > 0 ? 1 : 0);
+      Wgmma<64>::template a_smem<kBf16>(acc, advance(a0, at * BC * 128 + step_bytes),
+                                        advance(b0, at * BR * 128 + step_bytes), kk > 0 ? 1 : 0);
     }
   };
   wgmma_fence();
@@ -233,16 +251,14 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   // from one 64-column panel to the next, SBO = 1024 bytes from 8 queries to the next 8,
   // each k16 step 16 rows further (module 09's issue_pv).
   wgmma_fence();
+  const uint64_t dO_desc = matrix_descriptor(sdO, BR * 128, 1024);
+  const uint64_t q_desc = matrix_descriptor(sQ, BR * 128, 1024);
 #pragma unroll
-  for (int kq = 0; kq < BR / 16; ++kq) {
-    const uint64_t ob = matrix_descriptor(sdO + kq * 16 * 128, BR * 128, 1024);
-    Wgmma<D>::template a_regs_b_n_major<kBf16>(dv, pa[kq], ob, 1);
-  }
+  for (int kq = 0; kq < BR / 16; ++kq)
+    Wgmma<D>::template a_regs_b_n_major<kBf16>(dv, pa[kq], advance(dO_desc, kq * 16 * 128), 1);
 #pragma unroll
-  for (int kq = 0; kq < BR / 16; ++kq) {
-    const uint64_t qb = matrix_descriptor(sQ + kq * 16 * 128, BR * 128, 1024);
-    Wgmma<D>::template a_regs_b_n_major<kBf16>(dk, da[kq], qb, 1);
-  }
+  for (int kq = 0; kq < BR / 16; ++kq)
+    Wgmma<D>::template a_regs_b_n_major<kBf16>(dk, da[kq], advance(q_desc, kq * 16 * 128), 1);
   wgmma_commit();
 
   // dQ += dS K. A = dS [query][key] K-major; B = K [key][d] N-major.
@@ -257,14 +273,15 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
     float dq[32];
     constexpr int kDqSteps = C::kDqByColumns ? BC / 16 : 64 / 16;
     wgmma_fence();
+    const uint64_t ds_desc = matrix_descriptor(sdS, 16, 1024);
+    const uint32_t k_panel = (C::kDqByColumns ? wg : c) * BC * 128;  // d columns 64 (w or c) ..
+    const uint64_t k_desc = matrix_descriptor(sK + k_panel, BC * 128, 1024);
 #pragma unroll
     for (int kk = 0; kk < kDqSteps; ++kk) {
       const int key = C::kDqByColumns ? 16 * kk : 64 * wg + 16 * kk;  // first key of the step
-      const uint64_t sa =
-          matrix_descriptor(sdS + (key / 64) * BR * 128 + ((key % 64) / 16) * 32, 16, 1024);
-      const uint32_t k_panel = (C::kDqByColumns ? wg : c) * BC * 128;  // d columns 64 (w or c) ..
-      const uint64_t kb = matrix_descriptor(sK + k_panel + key * 128, BC * 128, 1024);
-      Wgmma<64>::template a_smem_b_n_major<kBf16>(dq, sa, kb, kk > 0 ? 1 : 0);
+      Wgmma<64>::template a_smem_b_n_major<kBf16>(
+          dq, advance(ds_desc, (key / 64) * BR * 128 + ((key % 64) / 16) * 32),
+          advance(k_desc, key * 128), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     // Block c > 0 reuses the buffer of block c at the step before: thread 0 waited for its
@@ -353,8 +370,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
   static_assert(!C::kProducer, "flash_bwd_producer_kernel runs the configurations with a producer");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* smem = aligned_shared_1024(smem_raw);
   const Problem& p = a.p;
   const int wg = int(threadIdx.x) / 128;
 
@@ -441,8 +457,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
   static_assert(C::kProducer, "flash_bwd_wgmma_kernel runs the configurations without one");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* smem = aligned_shared_1024(smem_raw);
   const uint32_t s_base = shared_address(smem);
   const uint32_t kv_full = s_base + C::kBarriers;
   auto full = [&](int stage) { return s_base + C::kBarriers + 8 + 8 * stage; };
