@@ -19,21 +19,25 @@
 
 namespace attn::device {
 
-// The kernels (by address) already allowed, and how many bytes.
-inline std::map<const void*, int>& allowed_shared_memory() {
-  static std::map<const void*, int> allowed;
+// The kernels (by address) already allowed, and how many bytes; one lock for the whole table.
+struct AllowedSharedMemory {
+  std::mutex mutex;
+  std::map<const void*, int> bytes;
+};
+inline AllowedSharedMemory& allowed_shared_memory() {
+  static AllowedSharedMemory allowed;
   return allowed;
 }
 
 template <class Kernel>
 cudaError_t allow_one(int bytes, Kernel kernel) {
-  static std::mutex mutex;
-  const std::lock_guard<std::mutex> lock(mutex);
+  AllowedSharedMemory& allowed = allowed_shared_memory();
+  const std::lock_guard<std::mutex> lock(allowed.mutex);
   const void* key = reinterpret_cast<const void*>(kernel);
-  auto& allowed = allowed_shared_memory();
-  if (auto it = allowed.find(key); it != allowed.end() && it->second >= bytes) return cudaSuccess;
+  if (auto it = allowed.bytes.find(key); it != allowed.bytes.end() && it->second >= bytes)
+    return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess) allowed[key] = bytes;
+  if (e == cudaSuccess) allowed.bytes[key] = bytes;
   return e;
 }
 
