@@ -165,6 +165,16 @@ struct Scratch {
 using Production64 = BwdConfig<64, 128, 64, 1>;
 using Production128 = BwdConfig<128, 128, 64, 1>;
 
+// The grid of the tensor-core kernels: one block per `keys` keys of each (batch, K/V head),
+// key_blocks per head; an error when the blocks exceed a 1-D grid.
+inline Status key_block_grid(const Problem& p, int keys, int& key_blocks, unsigned& blocks) {
+  key_blocks = (p.seq_k + keys - 1) / keys;
+  const int64_t count = int64_t(key_blocks) * p.batch * p.kv_heads;
+  if (count > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
+  blocks = unsigned(count);
+  return Status::ok();
+}
+
 // One of the kernels without a producer (C: BwdConfig for the mma.sync kernel, HopperBwdConfig
 // for the wgmma kernel), one block per key block.
 template <class Steps, class T, class C, bool kHopper>
@@ -184,11 +194,11 @@ Status launch_key_blocks(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStre
   const cudaError_t opt_in = device::allow_shared_memory(
       C::kSmemBytes, kernels[0][0], kernels[0][1], kernels[1][0], kernels[1][1]);
   ATTN_CUDA_RETURN(opt_in);
-  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
-  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
-  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
-  kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes,
-                                           stream>>>(a, key_blocks, dq_sum);
+  int key_blocks = 0;
+  unsigned blocks = 0;
+  if (Status s = key_block_grid(p, C::kKeys, key_blocks, blocks); !s) return s;
+  kernels[p.causal ? 1 : 0][vec ? 1 : 0]<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(
+      a, key_blocks, dq_sum);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
@@ -228,11 +238,11 @@ Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream
   const cudaError_t opt_in =
       device::allow_shared_memory(C::kSmemBytes, kernels[0], kernels[1]);
   ATTN_CUDA_RETURN(opt_in);
-  const int key_blocks = (p.seq_k + C::kKeys - 1) / C::kKeys;
-  const int64_t blocks = int64_t(key_blocks) * p.batch * p.kv_heads;
-  if (blocks > 0x7fffffff) return Status::error("module 11: more than 2^31 - 1 blocks");
-  kernels[p.causal ? 1 : 0]<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-      maps, a, dq_sum, hang);
+  int key_blocks = 0;
+  unsigned blocks = 0;
+  if (Status s = key_block_grid(p, C::kKeys, key_blocks, blocks); !s) return s;
+  kernels[p.causal ? 1 : 0]<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps, a, dq_sum,
+                                                                            hang);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
