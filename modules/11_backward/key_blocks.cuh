@@ -12,19 +12,23 @@
 
 namespace attn::m11 {
 
-// Block blockIdx.x owns kKeys keys of one (batch, K/V head): K/V heads fastest, key blocks
-// first to last, so with the mask (where key block 0 is seen by every query) the heaviest
-// blocks start first. It walks `steps` (query head, query tile) pairs: every query head of its
-// group, and the query tiles that see any of its keys (all, or with the mask from the first
-// query that sees key k0).
+// Block blockIdx.x owns kKeys keys of one (batch, K/V head): key blocks fastest, so the blocks
+// on the GPU at one time are all the key blocks of a few heads. They read the same Q and dO
+// tiles and add into the same dQ rows, so the tiles come from L2 after the first read and the
+// dQ sums stay in L2. (With heads fastest, every block of a wave would belong to another head
+// at short sequences: each would read its tiles from DRAM and every dQ reduction would go to
+// DRAM.) Within a head, key block 0 first: with the mask it is seen by every query, the
+// heaviest block, so the lightest blocks are the grid's last. It walks `steps` (query head,
+// query tile) pairs: every query head of its group, and the query tiles that see any of its
+// keys (all, or with the mask from the first query that sees key k0).
 template <int kKeys, int kQueries, bool kCausal>
 struct KeyBlockWalk {
   int b, kv_head, k0, key_block, group, first_tile, tiles_per_head, steps;
 
   __device__ explicit KeyBlockWalk(const Problem& p) {
-    const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
-    key_block = int(blockIdx.x / bg_count);
-    const int bg = int(blockIdx.x % bg_count);
+    const unsigned key_blocks = unsigned(p.seq_k + kKeys - 1) / unsigned(kKeys);
+    key_block = int(blockIdx.x % key_blocks);
+    const int bg = int(blockIdx.x / key_blocks);
     b = bg / p.kv_heads, kv_head = bg % p.kv_heads;
     k0 = key_block * kKeys;
     group = p.heads / p.kv_heads;
