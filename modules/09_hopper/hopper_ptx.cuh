@@ -161,8 +161,6 @@ template <int kPending>
 __device__ inline void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }
-// Waits until all of this thread's bulk groups are complete (their writes done).
-__device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // Ordinary stores to shared memory that the copy engine or the tensor cores read next must be
 // ordered before them: each writing thread fences, then the threads synchronise.

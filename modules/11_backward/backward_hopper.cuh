@@ -424,7 +424,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   __syncthreads();  // every warpgroup is done with K and V: they stage dK and dV now
   store_dk_dv_tiles<T, C, kVec>(a, walk, wg, smem, dk, dv, 0, int(threadIdx.x));
   if constexpr (C::kDqBulk) {
-    if (threadIdx.x % 128 == 0) bulk_wait_all();  // the block's shared memory outlives the reads
+    // The block's shared memory must outlive the reductions' reads of it; their adds in L2
+    // need not be waited for (the grid's writes are complete before the next kernel starts).
+    if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
   }
 #else
   (void)a, (void)key_blocks, (void)dq_sum;
@@ -541,7 +543,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   named_barrier_sync(1, C::kMathThreads);  // both warpgroups are done with K and V
   store_dk_dv_tiles<T, C, true>(a, walk, wg, smem, dk, dv, 1, int(threadIdx.x) - 128);
-  if (threadIdx.x % 128 == 0) bulk_wait_all();  // the block's shared memory outlives the reads
+  // The block's shared memory outlives the reductions' reads (not their adds: as above).
+  if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
 #else
   (void)maps, (void)a, (void)dq_sum, (void)hang;
 #endif

@@ -27,8 +27,23 @@ struct KeyBlockWalk {
 
   __device__ explicit KeyBlockWalk(const Problem& p) {
     const unsigned key_blocks = unsigned(p.seq_k + kKeys - 1) / unsigned(kKeys);
-    key_block = int(blockIdx.x % key_blocks);
-    const int bg = int(blockIdx.x / key_blocks);
+    const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
+    int bg;
+    if constexpr (kCausal) {
+      // Groups of `per_group` (batch, K/V head) pairs, about one wave of blocks, key blocks
+      // outer within a group: every head's heaviest blocks start first, and the grid ends on
+      // the lightest blocks of its last group (with key blocks fastest it would end on the
+      // last head's block 0, the heaviest, started late).
+      const unsigned per_group = key_blocks >= 128 ? 1u : 128u / key_blocks;
+      const unsigned group = blockIdx.x / (per_group * key_blocks);
+      const unsigned in_group = blockIdx.x % (per_group * key_blocks);
+      const unsigned heads_here = min(per_group, bg_count - group * per_group);
+      key_block = int(in_group / heads_here);
+      bg = int(group * per_group + in_group % heads_here);
+    } else {
+      key_block = int(blockIdx.x % key_blocks);
+      bg = int(blockIdx.x / key_blocks);
+    }
     b = bg / p.kv_heads, kv_head = bg % p.kv_heads;
     k0 = key_block * kKeys;
     group = p.heads / p.kv_heads;
