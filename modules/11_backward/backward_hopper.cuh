@@ -211,17 +211,29 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   // P^T and dS^T on the accumulators (keys as rows, queries as columns); keys past seq_k
   // and, with the mask, keys a query does not see: -inf, so P = 0. (Computing P^T while dP^T
   // still runs, in a commit group of its own, measured slower: docs/worklog/11_backward.md.)
+  // With the mask, two copies of the loop: the per-score test only in the copy for the tiles on
+  // the diagonal. Under a runtime flag the compiler computes the test's compares for every
+  // score of every tile; with the copies the causal kernel measured much faster (README,
+  // section 5). Without the mask the test is key >= seq_k alone, two compares per thread that
+  // the compiler hoists, and one copy measured faster (a second copy costs code, not work).
   const bool edge = walk.edge(p, q0);
+  auto probabilities = [&](auto masked) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int key = k0 + key_row + 8 * ((i % 4) / 2);
-    const int col = 8 * (i / 4) + 2 * tq + (i % 2);
-    float x = s[i];
-    if (edge && (key >= p.seq_k || (kCausal && key > q0 + col + (p.seq_k - p.seq_q))))
-      x = -INFINITY;
-    s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
-    dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
-  }
+    for (int i = 0; i < 32; ++i) {
+      const int col = 8 * (i / 4) + 2 * tq + (i % 2);
+      const int key = k0 + key_row + 8 * ((i % 4) / 2);
+      float x = s[i];
+      if (decltype(masked)::value && edge &&
+          (key >= p.seq_k || (kCausal && key > q0 + col + (p.seq_k - p.seq_q))))
+        x = -INFINITY;
+      s[i] = Steps::probability(x * a.scale_log2, lse2[col]);
+      dp[i] = Steps::score_gradient(s[i], dp[i], delta[col]);
+    }
+  };
+  if (kCausal && !edge)
+    probabilities(std::false_type{});
+  else
+    probabilities(std::true_type{});
   // P^T and dS^T as A fragments: the accumulators of two adjacent 8-column blocks are the A
   // layout of one k16 step (module 09's rescale_and_pack).
   uint32_t pa[BR / 16][4], da[BR / 16][4];

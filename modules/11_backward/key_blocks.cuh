@@ -53,11 +53,17 @@ struct KeyBlockWalk {
     steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
   }
   // Step -> query head and first query row. The blocks of one head run at the same time and
-  // all add into the same dQ rows; starting each key block at a different query tile (rotated
-  // by its index) spreads their atomics over different rows instead of queueing them on one.
+  // all add into the same dQ rows. Without the mask every block starts at tile 0, so each key
+  // block starts at a different query tile (rotated by its index): at every step the blocks
+  // of a head then add into different rows instead of queueing on one. With the mask the
+  // first tiles differ already (first_tile = 2 key_block at kKeys = 2 kQueries), and walking
+  // them in order keeps the blocks apart at every step; rotating them there would make blocks
+  // that wrapped around meet others on the same tile.
   __device__ int head(int step) const { return kv_head * group + step / tiles_per_head; }
   __device__ int q0(int step) const {
-    return (first_tile + (step % tiles_per_head + key_block) % tiles_per_head) * kQueries;
+    const int tile = kCausal ? step % tiles_per_head
+                             : (step % tiles_per_head + key_block) % tiles_per_head;
+    return (first_tile + tile) * kQueries;
   }
   // Whether a (key block, query tile) pair needs the per-score test: keys past seq_k in the
   // last key block, or (mask) a query tile that does not see all of the block's keys.
