@@ -348,14 +348,12 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
 }
 
 // The end of both kernels: dK (times the scale) and dV rounded to T, staged in the K and V
-// tiles (same panel layout; every product that reads K and V is complete: the caller passed a
-// barrier of the math warpgroups), then written out as 16-byte row chunks, rows < seq_k,
-// columns < head_dim, by the 256 math threads (`thread` = 0 .. 255).
-template <class T, class C, bool kVec, class Walk>
-__device__ __forceinline__ void store_dk_dv_tiles(const RowsArgs<T>& a, const Walk& walk, int wg,
-                                                  unsigned char* smem, const float (&dk)[C::D / 2],
-                                                  const float (&dv)[C::D / 2], int both_barrier,
-                                                  int thread) {
+// tiles in their panel layout (every product that reads K and V is complete: the caller passed
+// a barrier of the math warpgroups).
+template <class T, class C>
+__device__ __forceinline__ void stage_dk_dv(const RowsArgs<T>& a, int wg, unsigned char* smem,
+                                            const float (&dk)[C::D / 2],
+                                            const float (&dv)[C::D / 2]) {
   constexpr int D = C::D, BC = C::kKeys;
   const int warp = (int(threadIdx.x) % 128) / 32, lane = int(threadIdx.x) % 32;
   const int key_row = 64 * wg + 16 * warp + lane / 4, tq = lane % 4;
@@ -366,6 +364,17 @@ __device__ __forceinline__ void store_dk_dv_tiles(const RowsArgs<T>& a, const Wa
     *reinterpret_cast<uint32_t*>(smem + C::kK + at) = pack16<T>(dk[i] * a.scale, dk[i + 1] * a.scale);
     *reinterpret_cast<uint32_t*>(smem + C::kV + at) = pack16<T>(dv[i], dv[i + 1]);
   }
+}
+
+// The cp.async kernel's end: the staged tiles written out as 16-byte row chunks, rows <
+// seq_k, columns < head_dim, by the 256 math threads (`thread` = 0 .. 255).
+template <class T, class C, bool kVec, class Walk>
+__device__ __forceinline__ void store_dk_dv_tiles(const RowsArgs<T>& a, const Walk& walk, int wg,
+                                                  unsigned char* smem, const float (&dk)[C::D / 2],
+                                                  const float (&dv)[C::D / 2], int both_barrier,
+                                                  int thread) {
+  constexpr int D = C::D, BC = C::kKeys;
+  stage_dk_dv<T, C>(a, wg, smem, dk, dv);
   m09::named_barrier_sync(both_barrier, C::kMathThreads);
   store_dk_dv<BC, D, C::kMathThreads, kVec>(
       a.p, walk.b, walk.kv_head, walk.k0, smem + C::kK, smem + C::kV,
@@ -445,11 +454,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-// The four tensor maps of the producer kernel (built on the host, passed as __grid_constant__
+// The six tensor maps of the producer kernel (built on the host, passed as __grid_constant__
 // parameters: the copy engine reads them from the kernel's parameter space). Boxes of 64
-// columns x 128 rows for K and V, x 64 rows for Q and dO.
+// columns x 128 rows for K and V (read) and dK and dV (written), x 64 rows for Q and dO.
 struct BwdTensorMaps {
-  CUtensorMap q, k, v, dout;
+  CUtensorMap q, k, v, dout, dk, dv;
 };
 
 // With a producer (module 09's pattern, section 5 of the lesson): warpgroup 0 gives its
@@ -554,8 +563,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         dq_sum, [&] { mbarrier_arrive(empty(stage)); });
   }
   named_barrier_sync(1, C::kMathThreads);  // both warpgroups are done with K and V
-  store_dk_dv_tiles<T, C, true>(a, walk, wg, smem, dk, dv, 1, int(threadIdx.x) - 128);
-  // The block's shared memory outlives the reductions' reads (not their adds: as above).
+  // dK and dV staged in the K and V tiles, then written by one thread with TMA stores, one per
+  // 64-column panel (the copy engine skips rows past seq_k and columns past head_dim): a loop
+  // of 16-byte stores with their index math by all 256 threads measured slower at short
+  // sequences, where this end is a larger share of a block's time.
+  stage_dk_dv<T, C>(a, wg, smem, dk, dv);
+  fence_shared_for_async_proxy();  // the copy engine reads what these stores wrote
+  named_barrier_sync(1, C::kMathThreads);
+  if (threadIdx.x == 128) {
+    for (int panel = 0; panel < C::kPanels; ++panel) {
+      tma_store_4d(&maps.dk, s_base + C::kK + panel * BC * 128, 64 * panel, walk.k0, walk.kv_head,
+                   walk.b);
+      tma_store_4d(&maps.dv, s_base + C::kV + panel * BC * 128, 64 * panel, walk.k0, walk.kv_head,
+                   walk.b);
+    }
+    tma_store_commit();
+  }
+  // The block's shared memory outlives the reads of the reductions and stores (not their
+  // writes: as above).
   if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
 #else
   (void)maps, (void)a, (void)dq_sum, (void)hang;

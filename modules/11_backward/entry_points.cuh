@@ -209,10 +209,11 @@ template <class Steps, class T, class C>
 Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream_t stream) {
   const Problem& p = a.p;
   if (!vec || !m09::tma_compatible(a.q, p.q) || !m09::tma_compatible(a.k, p.k) ||
-      !m09::tma_compatible(a.v, p.v) || !m09::tma_compatible(a.dout, p.o))
+      !m09::tma_compatible(a.v, p.v) || !m09::tma_compatible(a.dout, p.o) ||
+      !m09::tma_compatible(a.dk, p.k) || !m09::tma_compatible(a.dv, p.v))
     return launch_key_blocks<Steps, T, typename C::WithoutProducer, true>(a, vec, dq_sum, stream);
   BwdTensorMaps maps;
-  // Q and dO in boxes of a query tile's rows, K and V of a key block's.
+  // Q and dO in boxes of a query tile's rows, K and V (and dK and dV) of a key block's.
   struct Map {
     CUtensorMap* map;
     const void* base;
@@ -224,7 +225,9 @@ Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream
   for (const Map& m : {Map{&maps.q, a.q, p.seq_q, p.heads, p.q, C::kQueries, "Q"},
                        Map{&maps.dout, a.dout, p.seq_q, p.heads, p.o, C::kQueries, "dO"},
                        Map{&maps.k, a.k, p.seq_k, p.kv_heads, p.k, C::kKeys, "K"},
-                       Map{&maps.v, a.v, p.seq_k, p.kv_heads, p.v, C::kKeys, "V"}})
+                       Map{&maps.v, a.v, p.seq_k, p.kv_heads, p.v, C::kKeys, "V"},
+                       Map{&maps.dk, a.dk, p.seq_k, p.kv_heads, p.k, C::kKeys, "dK"},
+                       Map{&maps.dv, a.dv, p.seq_k, p.kv_heads, p.v, C::kKeys, "dV"}})
     if (Status s = m09::make_tensor_map(m.map, p.dtype, m.base, p.head_dim, m.seq, m.heads,
                                         p.batch, m.strides, m.box_rows, m.name);
         !s)
