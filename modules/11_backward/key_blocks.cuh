@@ -12,15 +12,15 @@
 
 namespace attn::m11 {
 
-// Block blockIdx.x owns kKeys keys of one (batch, K/V head): key blocks fastest, so the blocks
-// on the GPU at one time are all the key blocks of a few heads. They read the same Q and dO
+// Block blockIdx.x owns kKeys keys of one (batch, K/V head). Key blocks fastest, so the blocks
+// on the GPU at one time are all the key blocks of a few heads: they read the same Q and dO
 // tiles and add into the same dQ rows, so the tiles come from L2 after the first read and the
 // dQ sums stay in L2. (With heads fastest, every block of a wave would belong to another head
 // at short sequences: each would read its tiles from DRAM and every dQ reduction would go to
-// DRAM.) Within a head, key block 0 first: with the mask it is seen by every query, the
-// heaviest block, so the lightest blocks are the grid's last. It walks `steps` (query head,
-// query tile) pairs: every query head of its group, and the query tiles that see any of its
-// keys (all, or with the mask from the first query that sees key k0).
+// DRAM.) With the mask the blocks' work differs, and the order is by groups of heads (below).
+// A block walks `steps` (query head, query tile) pairs: every query head of its group, and the
+// query tiles that see any of its keys (all, or with the mask from the first query that sees
+// key k0).
 template <int kKeys, int kQueries, bool kCausal>
 struct KeyBlockWalk {
   int b, kv_head, k0, key_block, group, first_tile, tiles_per_head, steps;
@@ -31,9 +31,10 @@ struct KeyBlockWalk {
     int bg;
     if constexpr (kCausal) {
       // Groups of `per_group` (batch, K/V head) pairs, about one wave of blocks, key blocks
-      // outer within a group: every head's heaviest blocks start first, and the grid ends on
-      // the lightest blocks of its last group (with key blocks fastest it would end on the
-      // last head's block 0, the heaviest, started late).
+      // outer within a group: key block 0, seen by every query, is the heaviest, so every
+      // head's heaviest blocks start first, and the grid ends on the lightest blocks of its
+      // last group (with key blocks fastest it would end on the last head's block 0, started
+      // late).
       const unsigned per_group = key_blocks >= 128 ? 1u : 128u / key_blocks;
       const unsigned group = blockIdx.x / (per_group * key_blocks);
       const unsigned in_group = blockIdx.x % (per_group * key_blocks);
@@ -53,17 +54,16 @@ struct KeyBlockWalk {
     steps = group * (tiles_per_head > 0 ? tiles_per_head : 0);
   }
   // Step -> query head and first query row. The blocks of one head run at the same time and
-  // all add into the same dQ rows. Without the mask every block starts at tile 0, so each key
-  // block starts at a different query tile (rotated by its index): at every step the blocks
-  // of a head then add into different rows instead of queueing on one. With the mask the
-  // first tiles differ already (first_tile = 2 key_block at kKeys = 2 kQueries), and walking
-  // them in order keeps the blocks apart at every step; rotating them there would make blocks
-  // that wrapped around meet others on the same tile.
+  // all add into the same dQ rows. Blocks that start at tile 0 (all of them without the mask)
+  // start at different query tiles instead (rotated by the key block's index): at every step
+  // the blocks of a head then add into different rows instead of queueing on one. With the
+  // mask the other blocks' first tiles differ already (two tiles apart at kKeys = 2 kQueries),
+  // and walking them in order keeps them apart; rotated, a block that wrapped around would
+  // meet others on the same tile.
   __device__ int head(int step) const { return kv_head * group + step / tiles_per_head; }
   __device__ int q0(int step) const {
-    const int tile = kCausal ? step % tiles_per_head
-                             : (step % tiles_per_head + key_block) % tiles_per_head;
-    return (first_tile + tile) * kQueries;
+    const int shift = kCausal && first_tile > 0 ? 0 : key_block;
+    return (first_tile + (step % tiles_per_head + shift) % tiles_per_head) * kQueries;
   }
   // Whether a (key block, query tile) pair needs the per-score test: keys past seq_k in the
   // last key block, or (mask) a query tile that does not see all of the block's keys.
