@@ -2,7 +2,8 @@
 """Backward TFLOP/s of several bench_11 builds timed alternately in one call (files
 bench11_<build>_r<round>[_<gpu>].json in a folder), one row per shape: each build's rounds, then
 each build's mean over the first build's mean (builds in the order of --builds, else sorted).
-Used for the A/B measurements in docs/worklog/11_backward.md. Standard library only.
+Used for the A/B measurements in docs/worklog/11_backward.md (the device side:
+scripts/ab_bench11.sh). Standard library only.
 
   python3 scripts/ab_bench11.py FOLDER [--rung wgmma] [--builds a,b,c]
   e.g. python3 scripts/ab_bench11.py docs/results --builds stsm_before,stsm_stmatrix,stsm_split_waits
