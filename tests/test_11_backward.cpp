@@ -133,6 +133,10 @@ TEST_CASE("tensor cores: causal, rows that see no key, grouped heads") {
       CHECK(ok(problem(2, 2, 300, 65, 64, true, t)));  // 235 rows see no key
       CHECK(ok(problem(1, 8, 65, 4097, 96, true, t, Layout::BSHD, 2)));
       CHECK(ok(problem(2, 4, 333, 333, 128, false, t, Layout::BHSD, 1)));  // MQA
+      // More key blocks than SMs, of unequal work (the causal grid's groups of heads, with
+      // seq_k > seq_q and grouped heads).
+      CHECK(ok(problem(2, 24, 129, 257, 128, true, t)));
+      CHECK(ok(problem(3, 24, 200, 257, 64, true, t, Layout::BSHD, 8)));
     }
 }
 

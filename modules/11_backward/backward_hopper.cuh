@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const Problem& p = a.p;
   const int wg = int(threadIdx.x) / 128;
 
-  const KeyBlockWalk<BC, BR, kCausal> walk(p);  // key_blocks.cuh
+  const KeyBlockWalk<BC, BR, kCausal> walk(p, blockIdx.x, unsigned(key_blocks));  // key_blocks.cuh
   const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
   const uint32_t s_base = shared_address(smem);
   float* const s_rows = reinterpret_cast<float*>(smem + C::kRows);  // lse2[2] | D[2]
@@ -474,7 +474,7 @@ struct BwdTensorMaps {
 template <class Steps, class T, class C, bool kCausal>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_bwd_producer_kernel(const __grid_constant__ BwdTensorMaps maps, RowsArgs<T> a,
-                              float* __restrict__ dq_sum, m09::HangReport* hang) {
+                              int key_blocks, float* __restrict__ dq_sum, m09::HangReport* hang) {
 #if ATTN_M11_WGMMA
   using namespace m09;
   constexpr int D = C::D, BC = C::kKeys, BR = C::kQueries;
@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(flag) : "r"(gave_up) : "memory");
     return flag != 0;
   };
-  const KeyBlockWalk<BC, BR, kCausal> walk(a.p);  // key_blocks.cuh
+  const KeyBlockWalk<BC, BR, kCausal> walk(a.p, blockIdx.x, unsigned(key_blocks));  // key_blocks.cuh
   // The same for all 32 lanes, and the compiler can see it: each role below is a branch whole
   // warps take, which setmaxnreg needs.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
@@ -583,7 +583,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // writes: as above).
   if (threadIdx.x % 128 == 0) bulk_wait_read<0>();
 #else
-  (void)maps, (void)a, (void)dq_sum, (void)hang;
+  (void)maps, (void)a, (void)key_blocks, (void)dq_sum, (void)hang;
 #endif
 }
 

@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   const int g = lane / 4, tq = lane % 4;
 
-  const KeyBlockWalk<BC, BR, kCausal> walk(p);  // key_blocks.cuh
+  const KeyBlockWalk<BC, BR, kCausal> walk(p, blockIdx.x, unsigned(key_blocks));  // key_blocks.cuh
   const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
 
   const uint32_t s_base = smem_u32(smem);

@@ -108,8 +108,10 @@ Status with_type(DType t, Launch&& launch) {
 }
 
 inline Status check_grid(const Problem& p) {
+  // The row kernels take at least 8 rows per block (prepare_rows_kernel: 256 threads, at most
+  // 32 per row).
   const int64_t rows = int64_t(padded_rows(p.seq_q)) * p.batch * p.heads;
-  if (rows / kPrepareWarps + 1 > 0x7fffffff || int64_t(row_grid(p.seq_k, 1)) * p.batch * p.heads > 0x7fffffff)
+  if (rows / 8 + 1 > 0x7fffffff || int64_t(row_grid(p.seq_k, 1)) * p.batch * p.heads > 0x7fffffff)
     return Status::error("module 11: more than 2^31 - 1 blocks");
   return Status::ok();
 }
@@ -235,7 +237,7 @@ Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream
   m09::HangReport* hang = m09::hang_report_buffer();
   if (!hang) return Status::error("module 11: cannot allocate the mapped hang-report buffer");
   if (hang->hung) *hang = m09::HangReport{};  // an earlier launch's report, read by now
-  using Kernel = void (*)(const BwdTensorMaps, RowsArgs<T>, float*, m09::HangReport*);
+  using Kernel = void (*)(const BwdTensorMaps, RowsArgs<T>, int, float*, m09::HangReport*);
   static const Kernel kernels[2] = {flash_bwd_producer_kernel<Steps, T, C, false>,
                                     flash_bwd_producer_kernel<Steps, T, C, true>};
   const cudaError_t opt_in =
@@ -244,8 +246,8 @@ Status launch_producer(const RowsArgs<T>& a, bool vec, float* dq_sum, cudaStream
   int key_blocks = 0;
   unsigned blocks = 0;
   if (Status s = key_block_grid(p, C::kKeys, key_blocks, blocks); !s) return s;
-  kernels[p.causal ? 1 : 0]<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps, a, dq_sum,
-                                                                            hang);
+  kernels[p.causal ? 1 : 0]<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps, a, key_blocks,
+                                                                            dq_sum, hang);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
@@ -274,13 +276,19 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
     if (Status s = launch_key_blocks<Steps, T, C, kHopper>(a, vec, scratch.dq_sum, stream); !s)
       return s;
   }
-  const int64_t total = int64_t(p.batch) * p.heads * p.seq_q * D;
   constexpr bool kBlocked = [] {  // the wgmma kernel's bulk reductions add 64 x 64 blocks
     if constexpr (kHopper) return C::kDqBulk;
     else return false;
   }();
-  store_dq_kernel<T, D, kBlocked>
-      <<<unsigned((total + 255) / 256), 256, 0, stream>>>(a, scratch.dq_sum, total);
+  constexpr int kRowsPerBlock = kPrepareBlock / (D / 8);
+  const int row_blocks = a.rows_pad / kRowsPerBlock;
+  const unsigned blocks = unsigned(row_blocks * int64_t(p.batch) * p.heads);
+  if (p.head_dim % 8 == 0 && rows_aligned16(a.dq, p.q, 2))
+    store_dq_kernel<T, D, kBlocked, true><<<blocks, kPrepareBlock, 0, stream>>>(a, scratch.dq_sum,
+                                                                                row_blocks);
+  else
+    store_dq_kernel<T, D, kBlocked, false><<<blocks, kPrepareBlock, 0, stream>>>(
+        a, scratch.dq_sum, row_blocks);
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
@@ -318,11 +326,17 @@ Status backward(const Problem& p, const void* q, const void* k, const void* v, c
     ATTN_CUDA_RETURN(cudaMallocAsync(&scratch.rows, 2 * rows * sizeof(float), stream));
     a.lse2 = scratch.rows;
     a.delta = scratch.rows + rows;
-    prepare_rows_kernel<T><<<unsigned((rows + kPrepareWarps - 1) / kPrepareWarps),
-                             32 * kPrepareWarps, 0, stream>>>(a, lse, rows);
-    ATTN_CUDA_RETURN(cudaGetLastError());
     return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) -> Status {
       constexpr int D = decltype(d)::value;
+      using Rows = RowChunks<T, D>;
+      const int row_blocks = Rows::row_blocks(a.rows_pad);
+      const unsigned blocks = unsigned(row_blocks * int64_t(p.batch) * p.heads);
+      if (p.head_dim % Rows::kElems == 0 && rows_aligned16(a.o, p.o, sizeof(T)) &&
+          rows_aligned16(a.dout, p.o, sizeof(T)))
+        prepare_rows_kernel<T, D, true><<<blocks, kPrepareBlock, 0, stream>>>(a, lse, row_blocks);
+      else
+        prepare_rows_kernel<T, D, false><<<blocks, kPrepareBlock, 0, stream>>>(a, lse, row_blocks);
+      ATTN_CUDA_RETURN(cudaGetLastError());
       if constexpr (!std::is_same_v<T, float>) {
         using C = std::conditional_t<D == 64, C64, C128>;
         if (path == Path::tensor_cores)

@@ -12,38 +12,38 @@
 
 namespace attn::m11 {
 
-// Block blockIdx.x owns kKeys keys of one (batch, K/V head). Key blocks fastest, so the blocks
-// on the GPU at one time are all the key blocks of a few heads: they read the same Q and dO
-// tiles and add into the same dQ rows, so the tiles come from L2 after the first read and the
-// dQ sums stay in L2. (With heads fastest, every block of a wave would belong to another head
-// at short sequences: each would read its tiles from DRAM and every dQ reduction would go to
-// DRAM.) With the mask the blocks' work differs, and the order is by groups of heads (below).
-// A block walks `steps` (query head, query tile) pairs: every query head of its group, and the
-// query tiles that see any of its keys (all, or with the mask from the first query that sees
-// key k0).
+// Work item `item` (a block's index, or the item a persistent block took next) is kKeys keys
+// of one (batch, K/V head); `key_blocks` = ceil(seq_k / kKeys) items per head (the host's
+// key_block_grid). Key blocks fastest, so the items on the GPU at one time are all the key
+// blocks of a few heads: they read the same Q and dO tiles and add into the same dQ rows, so
+// the tiles come from L2 after the first read and the dQ sums stay in L2. (With heads fastest,
+// every block of a wave would belong to another head at short sequences: each would read its
+// tiles from DRAM and every dQ reduction would go to DRAM.) With the mask the items' work
+// differs, and the order is by groups of heads (below). An item walks `steps` (query head,
+// query tile) pairs: every query head of its group, and the query tiles that see any of its
+// keys (all, or with the mask from the first query that sees key k0).
 template <int kKeys, int kQueries, bool kCausal>
 struct KeyBlockWalk {
   int b, kv_head, k0, key_block, group, first_tile, tiles_per_head, steps;
 
-  __device__ explicit KeyBlockWalk(const Problem& p) {
-    const unsigned key_blocks = unsigned(p.seq_k + kKeys - 1) / unsigned(kKeys);
+  __device__ KeyBlockWalk(const Problem& p, unsigned item, unsigned key_blocks) {
     const unsigned bg_count = unsigned(p.batch) * unsigned(p.kv_heads);
     int bg;
     if constexpr (kCausal) {
       // Groups of `per_group` (batch, K/V head) pairs, about one wave of blocks, key blocks
       // outer within a group: key block 0, seen by every query, is the heaviest, so every
-      // head's heaviest blocks start first, and the grid ends on the lightest blocks of its
+      // head's heaviest items start first, and the grid ends on the lightest items of its
       // last group (with key blocks fastest it would end on the last head's block 0, started
       // late).
       const unsigned per_group = key_blocks >= 128 ? 1u : 128u / key_blocks;
-      const unsigned group = blockIdx.x / (per_group * key_blocks);
-      const unsigned in_group = blockIdx.x % (per_group * key_blocks);
+      const unsigned group = item / (per_group * key_blocks);
+      const unsigned in_group = item % (per_group * key_blocks);
       const unsigned heads_here = min(per_group, bg_count - group * per_group);
       key_block = int(in_group / heads_here);
       bg = int(group * per_group + in_group % heads_here);
     } else {
-      key_block = int(blockIdx.x % key_blocks);
-      bg = int(blockIdx.x / key_blocks);
+      key_block = int(item % key_blocks);
+      bg = int(item / key_blocks);
     }
     b = bg / p.kv_heads, kv_head = bg % p.kv_heads;
     k0 = key_block * kKeys;

@@ -117,32 +117,65 @@ __global__ void __launch_bounds__(kRowThreads)
   lse[(int64_t(b) * p.heads + h) * p.seq_q + i] = Steps::log_sum_exp(m, l);
 }
 
-// D_i and lse_i / ln 2 for every (padded) query row: one warp per row, lanes across head_dim.
-constexpr int kPrepareWarps = 8;
-template <class T>
-__global__ void __launch_bounds__(32 * kPrepareWarps)
-    prepare_rows_kernel(RowsArgs<T> a, const float* __restrict__ lse, int64_t rows) {
-  const Problem& p = a.p;
-  const int64_t r = int64_t(blockIdx.x) * kPrepareWarps + threadIdx.x / 32;
-  const int lane = int(threadIdx.x) % 32;
-  if (r >= rows) return;
-  const int i = int(r % a.rows_pad);
-  const int bh = int(r / a.rows_pad);
-  const int b = bh / p.heads, h = bh % p.heads;
-  float* lse2 = const_cast<float*>(a.lse2);
-  float* delta = const_cast<float*>(a.delta);
-  if (i >= p.seq_q) {  // padding: P = 2^(s - inf) = 0, D = 0
-    if (lane == 0) lse2[r] = INFINITY, delta[r] = 0.0f;
-    return;
+// D_i and lse_i / ln 2 for every (padded) query row. A group of kLanes threads per row, each
+// thread 16 bytes of O and dO (kVec: one 16-byte load each; else element by element, for rows
+// that are not 16-byte aligned), the group's partial sums added by shuffles. These two small
+// kernels move only memory (O and dO in; the fp32 dQ sums in, dQ out), so their time is their
+// bytes over the bandwidth when every load and store is 16 bytes wide: with one element per
+// thread and the index math per element they measured far slower (README, section 5), a large
+// share of the backward at short sequences. A flat grid of kPrepareBlock-thread blocks:
+// row_blocks blocks of rows per (batch, head), rows_pad rows each.
+constexpr int kPrepareBlock = 256;
+template <class T, int D>
+struct RowChunks {
+  static constexpr int kElems = 16 / int(sizeof(T));  // elements of one 16-byte chunk
+  static constexpr int kLanes = D / kElems;           // threads per row
+  static constexpr int kRowsPerBlock = kPrepareBlock / kLanes;
+  static_assert(kRowPad % kRowsPerBlock == 0, "a block's rows lie in one head's padded rows");
+  static int row_blocks(int rows_pad) { return rows_pad / kRowsPerBlock; }
+};
+
+// The elements [d0, d0 + n) of a row (n = kElems: one 16-byte load; else up to head_dim).
+template <class T, int kElems, bool kVec>
+__device__ __forceinline__ void load_chunk(const T* row, int d0, int head_dim, float (&x)[kElems]) {
+  if constexpr (kVec) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(row + d0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) x[j] = to_float(e[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) x[j] = d0 + j < head_dim ? to_float(row[d0 + j]) : 0.0f;
   }
-  const T* o = a.o + Problem::offset(p.o, b, h, i);
-  const T* dout = a.dout + Problem::offset(p.o, b, h, i);
+}
+
+template <class T, int D, bool kVec>
+__global__ void __launch_bounds__(kPrepareBlock)
+    prepare_rows_kernel(RowsArgs<T> a, const float* __restrict__ lse, int row_blocks) {
+  using Rows = RowChunks<T, D>;
+  const Problem& p = a.p;
+  const int bh = int(blockIdx.x / unsigned(row_blocks));
+  const int i = int(blockIdx.x % unsigned(row_blocks)) * Rows::kRowsPerBlock +
+                int(threadIdx.x) / Rows::kLanes;
+  const int d0 = (int(threadIdx.x) % Rows::kLanes) * Rows::kElems;
+  const int64_t r = int64_t(bh) * a.rows_pad + i;
+  const bool first = int(threadIdx.x) % Rows::kLanes == 0, real = i < p.seq_q;
+  const int b = bh / p.heads, h = bh % p.heads;
   float sum = 0.0f;
-  for (int d = lane; d < p.head_dim; d += 32) sum += to_float(dout[d]) * to_float(o[d]);
-  sum = device::group_sum<32>(sum);
-  if (lane == 0) {
-    lse2[r] = lse[int64_t(bh) * p.seq_q + i] * kLog2e;  // +inf stays +inf
-    delta[r] = sum;
+  if (real && d0 < p.head_dim) {
+    float o[Rows::kElems], dout[Rows::kElems];
+    load_chunk<T, Rows::kElems, kVec>(a.o + Problem::offset(p.o, b, h, i), d0, p.head_dim, o);
+    load_chunk<T, Rows::kElems, kVec>(a.dout + Problem::offset(p.o, b, h, i), d0, p.head_dim,
+                                      dout);
+#pragma unroll
+    for (int j = 0; j < Rows::kElems; ++j) sum += dout[j] * o[j];
+  }
+  // Every lane of the warp shuffles (the groups are adjacent, aligned lanes); no early exit.
+  sum = device::group_sum<Rows::kLanes>(sum);
+  if (first) {
+    // Padding rows: P = 2^(s - inf) = 0 and D = 0. A row's lse of +inf stays +inf.
+    const_cast<float*>(a.lse2)[r] = real ? lse[int64_t(bh) * p.seq_q + i] * kLog2e : INFINITY;
+    const_cast<float*>(a.delta)[r] = sum;
   }
 }
 
@@ -165,23 +198,36 @@ __global__ void __launch_bounds__(kRowThreads) dq_rows_kernel(RowsArgs<T> a, int
 }
 
 // dQ = scale * (the fp32 sums of dS K the tensor-core kernel added up, [bh][rows_pad][D], row
-// by row, or kBlocked: in the wgmma kernel's 64 x 64 blocks, dq_layout.h), rounded to T: one
-// thread per element.
-template <class T, int D, bool kBlocked = false>
-__global__ void store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum, int64_t total) {
+// by row, or kBlocked: in the wgmma kernel's 64 x 64 blocks, dq_layout.h), rounded to T. One
+// thread per 8 columns of a row: the 8 sums are contiguous in both layouts (two 16-byte
+// loads), and kVec writes the 8 results with one 16-byte store. The same flat grid of rows as
+// prepare_rows_kernel, D / 8 threads per row.
+template <class T, int D, bool kBlocked, bool kVec>
+__global__ void __launch_bounds__(kPrepareBlock)
+    store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum, int row_blocks) {
   static_assert(!kBlocked || (D % 64 == 0 && kRowPad % 64 == 0), "whole 64 x 64 blocks");
+  constexpr int kLanes = D / 8, kRowsPerBlock = kPrepareBlock / kLanes;
+  static_assert(kRowPad % kRowsPerBlock == 0, "a block's rows lie in one head's padded rows");
   const Problem& p = a.p;
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= total) return;  // total = batch * heads * seq_q * D
-  const int d = int(e % D);
-  const int64_t r = e / D;
-  const int i = int(r % p.seq_q);
-  const int bh = int(r / p.seq_q);
-  if (d >= p.head_dim) return;
+  const int bh = int(blockIdx.x / unsigned(row_blocks));
+  const int i = int(blockIdx.x % unsigned(row_blocks)) * kRowsPerBlock + int(threadIdx.x) / kLanes;
+  const int d0 = (int(threadIdx.x) % kLanes) * 8;
+  if (i >= p.seq_q || d0 >= p.head_dim) return;
+  const int64_t at = kBlocked ? dq_blocked_index(bh, a.rows_pad, D, i, d0)
+                              : (int64_t(bh) * a.rows_pad + i) * D + d0;
+  const float4 lo = *reinterpret_cast<const float4*>(dq_sum + at);
+  const float4 hi = *reinterpret_cast<const float4*>(dq_sum + at + 4);
+  const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   const int b = bh / p.heads, h = bh % p.heads;
-  const int64_t at = kBlocked ? dq_blocked_index(bh, a.rows_pad, D, i, d)
-                             : (int64_t(bh) * a.rows_pad + i) * D + d;
-  a.dq[Problem::offset(p.q, b, h, i) + d] = from_float<T>(dq_sum[at] * a.scale);
+  T* dst = a.dq + Problem::offset(p.q, b, h, i) + d0;
+  if constexpr (kVec) {
+    alignas(16) T out[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = from_float<T>(x[j] * a.scale);
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+  } else {
+    for (int j = 0; j < 8 && d0 + j < p.head_dim; ++j) dst[j] = from_float<T>(x[j] * a.scale);
+  }
 }
 
 }  // namespace attn::m11
