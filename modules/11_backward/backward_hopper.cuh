@@ -2,7 +2,7 @@
 // kernel of backward_kernel.cuh moved onto module 09's instructions (README, section 5).
 //
 // The same work partitioning: a block owns 128 keys of one K/V head, streams the query tiles
-// (64 rows of Q, dO, lse, D) through two stages of shared memory, and keeps dK and dV in
+// (64 rows of Q, dO, lse, D) through stages of shared memory, and keeps dK and dV in
 // registers. Two kernels: flash_bwd_producer_kernel (the module's), where a producer warpgroup
 // loads the tiles with TMA and barriers in shared memory hand the stages over, and
 // flash_bwd_wgmma_kernel, where all threads copy with cp.async and a block-wide barrier starts
@@ -79,16 +79,22 @@ struct HopperBwdConfig {
   // this tile's, so they alternate between two. Otherwise one: without the producer the barrier
   // at the step's start orders them, and by keys a warpgroup reads only the dS it wrote.
   static constexpr int kDsBuffers = kProducer && kDqByColumns ? 2 : 1;
-  // Byte offsets (from a 1024-byte aligned base): K | V | Q[2] | dO[2] | dS[kDsBuffers] |
-  // lse2[2] D[2] | with kDqBulk, two 64 x 64 fp32 dQ blocks per warpgroup, used by alternate
-  // steps (a step never writes the block that the reduction issued one step before may still
-  // be reading) | with kProducer, five 8-byte barriers and a flag.
+  // Stages of Q, dO, lse2 and D: the producer kernel at D = 64 has room for three (the tiles
+  // are half as large), so its copies run two tiles ahead; the cp.async kernel's loop is
+  // written for two, and at D = 128 two fill the SM's shared memory.
+  static constexpr int kStages = kProducer && D == 64 ? 3 : 2;
+  // Byte offsets (from a 1024-byte aligned base): K | V | Q[kStages] | dO[kStages] |
+  // dS[kDsBuffers] | lse2[kStages] D[kStages] | with kDqBulk, two 64 x 64 fp32 dQ blocks per
+  // warpgroup, used by alternate steps (a step never writes the block that the reduction issued
+  // one step before may still be reading) | with kProducer, 2 kStages + 1 8-byte barriers and a
+  // flag.
   static constexpr int kTileK = kKeys * D * 2, kTileQ = kQueries * D * 2;
   static constexpr int kTileDS = kQueries * kKeys * 2;
-  static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + 2 * kTileQ;
-  static constexpr int kdS = kdO + 2 * kTileQ;
+  static constexpr int kK = 0, kV = kTileK, kQ = 2 * kTileK, kdO = kQ + kStages * kTileQ;
+  static constexpr int kdS = kdO + kStages * kTileQ;
   static constexpr int kRows = kdS + kDsBuffers * kTileDS;
-  static constexpr int kDqBlock = kDqBlockRows * kDqBlockCols * 4, kDqStage = kRows + 4 * kQueries * 4;
+  static constexpr int kDqBlock = kDqBlockRows * kDqBlockCols * 4;
+  static constexpr int kDqStage = kRows + (2 * kStages * kQueries * 4 + 1023) / 1024 * 1024;
   static constexpr int kBarriers = kDqStage + (kDqBulk ? 4 * kDqBlock : 0);
   static constexpr int kSmemBytes = kBarriers + (kProducer ? 64 : 0) + 1024;  // + slack
   // Registers per thread after setmaxnreg (65536 per SM; 128 x 24 + 256 x 240 = 64512).
@@ -99,6 +105,7 @@ struct HopperBwdConfig {
   static_assert(!kProducer || (kDqBulk && kDqBlocks == 1),
                 "the producer kernel adds dQ by bulk reductions, one block per warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
+  static_assert(8 * (2 * kStages + 1) + 4 <= 64, "the barriers and the flag fit their 64 bytes");
 };
 
 // Byte offset of 16-byte chunk `chunk` (of the whole row) of row `row` in a tile of kRows
@@ -174,12 +181,12 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
   const Problem& p = a.p;
   const int warp = (int(threadIdx.x) % 128) / 32;
   const int lane = int(threadIdx.x) % 32, g = lane / 4, tq = lane % 4;
-  const int stage = step & 1, h = walk.head(step), q0 = walk.q0(step), k0 = walk.k0;
+  const int stage = step % C::kStages, h = walk.head(step), q0 = walk.q0(step), k0 = walk.k0;
   const uint32_t sK = s_base + C::kK, sV = s_base + C::kV;
   const uint32_t sQ = s_base + C::kQ + stage * C::kTileQ;
   const uint32_t sdO = s_base + C::kdO + stage * C::kTileQ;
-  const float* lse2 = s_rows + stage * BR;  // lse2[2] | D[2]
-  const float* delta = s_rows + (2 + stage) * BR;
+  const float* lse2 = s_rows + stage * BR;  // lse2[kStages] | D[kStages]
+  const float* delta = s_rows + (C::kStages + stage) * BR;
   // Accumulator element i of a 64 x N wgmma tile: row 16 warp + g + 8 ((i % 4) / 2) of the
   // warpgroup's 64, column 8 (i / 4) + 2 tq + i % 2 (wgmma_ops.cuh).
   const int key_row = 64 * wg + 16 * warp + g;  // within the block; + 8 for (i % 4) >= 2
@@ -310,7 +317,7 @@ __device__ __forceinline__ void backward_tile(const RowsArgs<T>& a, const Walk& 
       // The block in the global layout (dq_layout.h), then one bulk reduction of all
       // 16 KB. Rows past seq_q are in the buffer (padded to whole tiles) and add zeros. The
       // buffer: with one block per step, the step's parity; with more, the block's number.
-      const int slot = C::kDqBlocks == 1 ? stage : c;
+      const int slot = C::kDqBlocks == 1 ? step & 1 : c;
       const uint32_t block = s_base + C::kDqStage + (2 * wg + slot) * C::kDqBlock;
       // dq_block_offset in bytes: the block is 1024-byte aligned and a row is 256 bytes, so
       // the chunk's XOR with r % 8 = g is an XOR of bits 5-7 of the address. The base is
@@ -399,6 +406,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int b = walk.b, kvh = walk.kv_head, k0 = walk.k0, steps = walk.steps;
   const uint32_t s_base = shared_address(smem);
   float* const s_rows = reinterpret_cast<float*>(smem + C::kRows);  // lse2[2] | D[2]
+  static_assert(C::kStages == 2, "this loop alternates two stages");
 
   auto load_step = [&](int step, int stage) {
     const int h = walk.head(step), q0 = walk.q0(step);
@@ -463,7 +471,8 @@ struct BwdTensorMaps {
 
 // With a producer (module 09's pattern, section 5 of the lesson): warpgroup 0 gives its
 // registers away and one of its threads issues every copy with TMA: K and V once, then the
-// query tiles into two stages, each stage's Q, dO, lse2 and D as one barrier's bytes. Barriers:
+// query tiles into kStages stages (two at D = 128, three at D = 64), each stage's Q, dO, lse2 and
+// D as one barrier's bytes. Barriers:
 //   kv_full:   K and V have landed (once);
 //   full[s]:   stage s's bytes have landed (the copy engine counts them);
 //   empty[s]:  both math warpgroups are done with stage s (one arrival each).
@@ -484,8 +493,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint32_t s_base = shared_address(smem);
   const uint32_t kv_full = s_base + C::kBarriers;
   auto full = [&](int stage) { return s_base + C::kBarriers + 8 + 8 * stage; };
-  auto empty = [&](int stage) { return s_base + C::kBarriers + 24 + 8 * stage; };
-  const uint32_t gave_up = s_base + C::kBarriers + 40;  // set once a wait gave up (hopper_ptx.cuh)
+  auto empty = [&](int stage) { return s_base + C::kBarriers + 8 + 8 * (C::kStages + stage); };
+  // Set once a wait gave up (hopper_ptx.cuh).
+  const uint32_t gave_up = s_base + C::kBarriers + 8 + 16 * C::kStages;
   auto given_up = [&] {
     uint32_t flag;
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(flag) : "r"(gave_up) : "memory");
@@ -499,7 +509,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     asm volatile("st.shared.u32 [%0], 0;" ::"r"(gave_up) : "memory");
     mbarrier_init(kv_full, 1);  // the producer's arrive_expect_bytes
-    for (int stage = 0; stage < 2; ++stage) {
+    for (int stage = 0; stage < C::kStages; ++stage) {
       mbarrier_init(full(stage), 1);
       mbarrier_init(empty(stage), 2);  // one thread of each math warpgroup
     }
@@ -518,10 +528,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                     walk.kv_head, walk.b);
       }
       for (int step = 0; step < walk.steps; ++step) {
-        const int stage = step & 1;
-        // Use n = step / 2 of the stage waits for the end of use n - 1 (a fresh barrier's
-        // "previous phase", parity 1, counts as complete: the first two pass at once).
-        mbarrier_wait(empty(stage), ((step >> 1) & 1) ^ 1, hang, 2, stage, gave_up);
+        const int stage = step % C::kStages;
+        // Use n = step / kStages of the stage waits for the end of use n - 1 (a fresh
+        // barrier's "previous phase", parity 1, counts as complete: the first kStages pass at
+        // once).
+        mbarrier_wait(empty(stage), ((step / C::kStages) & 1) ^ 1, hang, 2, stage, gave_up);
         if (given_up()) break;
         const int h = walk.head(step), q0 = walk.q0(step);
         mbarrier_arrive_expect_bytes(full(stage), 2 * C::kTileQ + 2 * BR * 4);
@@ -534,7 +545,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         // lse2 and D of the tile's 64 rows (padded arrays: always whole, 16-byte aligned).
         const int64_t row = a.row(walk.b, h, q0);
         bulk_load(s_base + C::kRows + stage * BR * 4, a.lse2 + row, BR * 4, full(stage));
-        bulk_load(s_base + C::kRows + (2 + stage) * BR * 4, a.delta + row, BR * 4, full(stage));
+        bulk_load(s_base + C::kRows + (C::kStages + stage) * BR * 4, a.delta + row, BR * 4,
+                  full(stage));
       }
       // After a wait gave up, copies may still be in flight: keep the block alive until they
       // have landed (a block's shared memory is freed when its last thread exits).
@@ -555,8 +567,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // Also without any step: the end stages dK and dV in the K and V tiles, after their copies.
   mbarrier_wait(kv_full, 0, hang, 0, 0, gave_up);
   for (int step = 0; step < walk.steps; ++step) {
-    const int stage = step & 1;
-    mbarrier_wait(full(stage), (step >> 1) & 1, hang, 1, stage, gave_up);
+    const int stage = step % C::kStages;
+    mbarrier_wait(full(stage), (step / C::kStages) & 1, hang, 1, stage, gave_up);
     backward_tile<Steps, T, C, kCausal, 1, 2>(
         a, walk, step, wg, s_base, reinterpret_cast<const float*>(smem + C::kRows),
         s_base + C::kdS + (step % C::kDsBuffers) * C::kTileDS, dk, dv,
