@@ -6,6 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-build/ab_out}"
+BUILDS=${BUILDS:-before,after}
 mkdir -p "$OUT"
 for b in ${BUILDS//,/ }; do
   timeout 200 ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
