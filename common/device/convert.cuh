@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace attn::device {
 
@@ -24,6 +25,18 @@ __device__ __forceinline__ __half from_float<__half>(float x) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// Two 16-bit elements packed in one 32-bit word (the lower index in the low half, as mma and
+// ldmatrix lay them out) to floats. A bf16 is the top half of a float: the high element is the
+// word with its low half cleared, the low one the word shifted up, one integer instruction each.
+template <class T>
+__device__ __forceinline__ float2 pair_to_float2(uint32_t pair) {
+  static_assert(sizeof(T) == 2, "a pair of 16-bit elements");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+  else
+    return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
 
 // fp32 -> tf32 (fp32's sign and exponent, 10 of its 23 mantissa bits: the bit pattern with its

@@ -280,8 +280,7 @@ Status launch_tensor_cores(RowsArgs<T> a, Scratch& scratch, cudaStream_t stream)
     if constexpr (kHopper) return C::kDqBulk;
     else return false;
   }();
-  constexpr int kRowsPerBlock = kPrepareBlock / (D / 8);
-  const int row_blocks = a.rows_pad / kRowsPerBlock;
+  const int row_blocks = RowChunks<T, D>::row_blocks(a.rows_pad);
   const unsigned blocks = unsigned(row_blocks * int64_t(p.batch) * p.heads);
   if (p.head_dim % 8 == 0 && rows_aligned16(a.dq, p.q, 2))
     store_dq_kernel<T, D, kBlocked, true><<<blocks, kPrepareBlock, 0, stream>>>(a, scratch.dq_sum,

@@ -206,12 +206,13 @@ template <class T, int D, bool kBlocked, bool kVec>
 __global__ void __launch_bounds__(kPrepareBlock)
     store_dq_kernel(RowsArgs<T> a, const float* __restrict__ dq_sum, int row_blocks) {
   static_assert(!kBlocked || (D % 64 == 0 && kRowPad % 64 == 0), "whole 64 x 64 blocks");
-  constexpr int kLanes = D / 8, kRowsPerBlock = kPrepareBlock / kLanes;
-  static_assert(kRowPad % kRowsPerBlock == 0, "a block's rows lie in one head's padded rows");
+  using Rows = RowChunks<T, D>;
+  static_assert(Rows::kElems == 8, "16-bit T: a thread's 8 columns are one 16-byte chunk");
   const Problem& p = a.p;
   const int bh = int(blockIdx.x / unsigned(row_blocks));
-  const int i = int(blockIdx.x % unsigned(row_blocks)) * kRowsPerBlock + int(threadIdx.x) / kLanes;
-  const int d0 = (int(threadIdx.x) % kLanes) * 8;
+  const int i = int(blockIdx.x % unsigned(row_blocks)) * Rows::kRowsPerBlock +
+                int(threadIdx.x) / Rows::kLanes;
+  const int d0 = (int(threadIdx.x) % Rows::kLanes) * 8;
   if (i >= p.seq_q || d0 >= p.head_dim) return;
   const int64_t at = kBlocked ? dq_blocked_index(bh, a.rows_pad, D, i, d0)
                               : (int64_t(bh) * a.rows_pad + i) * D + d0;

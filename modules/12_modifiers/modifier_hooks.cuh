@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/device/convert.cuh"
 #include "common/device/cp_async.cuh"
 #include "common/modifiers.h"
 #include "common/problem.h"
@@ -255,20 +256,32 @@ struct Hooks {
     const int key_lane = key0 + 2 * (lane & 3);
     [[maybe_unused]] float slope = 0.f;  // in raw q.k units: slope / scale
     if constexpr (kScore == ScoreMod::alibi) slope = Steps::alibi_slope(h, p.heads) * a.inv_scale;
-    [[maybe_unused]] const uint16_t* bias_tile =
-        reinterpret_cast<const uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
     [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
+    // The bias: one ldmatrix.x4 reads the bias of two 8-key chunks for the 16 rows, and hands
+    // each lane the pairs of its own scores (row lane / 4 (+ 8), keys 2 (lane % 4) + {0, 1} of
+    // each chunk): the layout of the mma's accumulator. Lanes 8m .. 8m + 7 point at row
+    // 8 (m % 2) + lane % 8 of chunk 2 k + m / 2, swizzled as load_extras stored it.
+    [[maybe_unused]] uint32_t bias_base = 0, bias_pairs[4];
+    [[maybe_unused]] int bias_row8 = 0, bias_half = 0;
+    if constexpr (kScore == ScoreMod::bias) {
+      const int m = lane / 8;
+      bias_row8 = lane % 8;  // tile_row % 16 == 0: the row's place in the swizzle
+      bias_half = m / 2;
+      bias_base = device::smem_u32(reinterpret_cast<const uint16_t*>(extra) +
+                                   (stage % kStages<C>) * kBiasTileElems<C> +
+                                   (tile_row + 8 * (m % 2) + bias_row8) * C::kKeys);
+    }
 #pragma unroll
-    for (int n = 0; n < C::kKeys / 8; ++n)
+    for (int n = 0; n < C::kKeys / 8; ++n) {
+      if constexpr (kScore == ScoreMod::bias)
+        if (n % 2 == 0)
+          m07::ldmatrix_x4(bias_pairs, bias_base + (((n + bias_half) ^ bias_row8) << 4));
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int i = row0 + 8 * r;
-        [[maybe_unused]] uint32_t bias_pair = 0;
-        if constexpr (kScore == ScoreMod::bias) {  // row tile_row + g (+ 8), chunk n, word t
-          const int br = tile_row + lane / 4 + 8 * r;
-          bias_pair = *reinterpret_cast<const uint32_t*>(
-              bias_tile + br * C::kKeys + ((n ^ (br & 7)) << 3) + 2 * (lane & 3));
-        }
+        [[maybe_unused]] float2 bias_xy;
+        if constexpr (kScore == ScoreMod::bias)
+          bias_xy = device::pair_to_float2<T>(bias_pairs[2 * (n % 2) + r]);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = key_lane + 8 * n + e;
@@ -277,42 +290,53 @@ struct Hooks {
           if constexpr (kScore == ScoreMod::softcap)  // the literal 1: no multiply by the cap
             x = Steps::softcap(x, 1.0f, a.inv_softcap);
           if constexpr (kScore == ScoreMod::bias)
-            x = fmaf(bits_to_float<T>(uint16_t(bias_pair >> (16 * e))), a.inv_scale, x);
+            x = fmaf(e == 0 ? bias_xy.x : bias_xy.y, a.inv_scale, x);
           if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
             x = fmaf(__ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2)),
                      a.inv_scale, x);
           s[n][2 * r + e] = x;
         }
       }
+    }
   }
 
   // Starts the copy of the bias rows of the block's queries x keys of tile t into stage
   // `stage`'s buffer (16-byte cp.async, or element loads when the rows are not aligned),
-  // swizzled as the K tiles are (chunk ^ row % 8): the lanes of a score read hit 32 banks.
+  // swizzled as the K tiles are (chunk ^ row % 8): the 8 rows an ldmatrix reads in score()
+  // hit 32 banks. A thread copies one chunk column c of rows r0, r0 + kRowStep, ...: the
+  // count is a constant (the loop unrolls) and, kRowStep being a multiple of 8, every row of
+  // the thread has the same swizzled place: one address, stepped by a constant.
   template <class C>
   static __device__ __forceinline__ void load_extras(const Args& a, const Problem& p, int b,
                                                      int h, int q0, int t, char* extra,
                                                      int stage) {
     if constexpr (kScore != ScoreMod::bias) return;
-    constexpr int BC = C::kKeys, kChunks = BC / 8;
+    constexpr int BC = C::kKeys, kChunks = BC / 8, kRowStep = C::kThreads / kChunks;
     static_assert(kChunks == 8, "the swizzle permutes 8 chunks per row");
+    static_assert(kRowStep % 8 == 0 && C::kQueries % kRowStep == 0,
+                  "a thread's rows share row % 8, and the rows split evenly over the threads");
     uint16_t* tile = reinterpret_cast<uint16_t*>(extra) + (stage % kStages<C>) * kBiasTileElems<C>;
     const uint16_t* g = a.bias + b * a.bias_batch_stride + h * a.bias_head_stride;
-    const int key0 = t * BC;
+    const int c = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
+    const int j = t * BC + 8 * c;
+    uint16_t* dst = tile + r0 * BC + ((c ^ (r0 & 7)) << 3);
+    const uint16_t* src = g + int64_t(q0 + r0) * p.seq_k + j;
+    const int64_t src_step = int64_t(kRowStep) * p.seq_k;
+    if (a.bias_vec) {
 #pragma unroll
-    for (int idx = int(threadIdx.x); idx < C::kQueries * kChunks; idx += C::kThreads) {
-      const int r = idx / kChunks, c = idx % kChunks;
-      const int i = q0 + r, j = key0 + 8 * c;
-      uint16_t* dst = tile + r * BC + ((c ^ (r & 7)) << 3);
-      const uint16_t* src = g + int64_t(i) * p.seq_k + j;
-      if (a.bias_vec) {
-        const bool ok = i < p.seq_q && j < p.seq_k;
-        device::cp_async_16(dst, ok ? src : g, ok);
-      } else {
+      for (int n = 0; n < C::kQueries / kRowStep; ++n) {
+        const bool ok = q0 + r0 + n * kRowStep < p.seq_q && j < p.seq_k;
+        device::cp_async_16(dst + n * kRowStep * BC, ok ? src + n * src_step : g, ok);
+      }
+    } else {
+#pragma unroll 1
+      for (int n = 0; n < C::kQueries / kRowStep; ++n) {
+        const bool row_ok = q0 + r0 + n * kRowStep < p.seq_q;
         uint16_t x[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = i < p.seq_q && j + e < p.seq_k ? src[e] : uint16_t(0);
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(x);
+        for (int e = 0; e < 8; ++e)
+          x[e] = row_ok && j + e < p.seq_k ? src[n * src_step + e] : uint16_t(0);
+        *reinterpret_cast<uint4*>(dst + n * kRowStep * BC) = *reinterpret_cast<const uint4*>(x);
       }
     }
   }
