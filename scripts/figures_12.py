@@ -215,13 +215,17 @@ def overheads(out_dir, path=BENCH12):
     rows = data["records"]
     seqs = sorted({r["seq"] for r in rows})
     dims = sorted({r["head_dim"] for r in rows})
+    engine = lambda r: r.get("engine", "mma")  # files from before the wgmma rows: mma
+    kernels = {"mma": "module 07's kernel", "wgmma": "module 09's kernel"}
+    panels = [(e, d) for e in kernels if any(engine(r) == e for r in rows) for d in dims]
     seq_colors = ["#93ADD8", COLORS["q"], "#1F3A68", "#0B1A33"]
-    fig, axes = plt.subplots(len(dims), 2, figsize=(15.5, 4.0 * len(dims)),
+    fig, axes = plt.subplots(len(panels), 2, figsize=(15.5, 4.0 * len(panels)),
                              gridspec_kw={"width_ratios": [2.1, 1]}, squeeze=False)
-    for row, d in enumerate(dims):
+    for row, (e, d) in enumerate(panels):
         for col, is_mask in enumerate((False, True)):
             ax = axes[row][col]
-            mine = [r for r in rows if r["head_dim"] == d and r["mask"] == is_mask]
+            mine = [r for r in rows if engine(r) == e and r["head_dim"] == d and
+                    r["mask"] == is_mask]
             names = []  # file order, from the largest N (which has every variant)
             for r in sorted(mine, key=lambda r: -r["seq"]):
                 if r["variant"] not in names:
@@ -246,11 +250,11 @@ def overheads(out_dir, path=BENCH12):
             ax.grid(True, axis="y", alpha=0.3)
             ax.tick_params(axis="y", labelsize=8)
             if is_mask:
-                ax.set_title(f"masks, d = {d}: time / a perfect skip of the masked tiles",
-                             fontsize=9)
+                ax.set_title(f"masks, d = {d}, {kernels[e]}: time / a perfect skip of the "
+                             "masked tiles", fontsize=9)
             else:
-                ax.set_title(f"score modifiers and RoPE, d = {d}: time / module 07's time with "
-                             "the same mask (causal or not)", fontsize=9)
+                ax.set_title(f"score modifiers{' and RoPE' if e == 'mma' else ''}, d = {d}, "
+                             f"{kernels[e]}: time / its time without them, same mask", fontsize=9)
                 ax.set_ylabel("time ratio (1 = no cost)", fontsize=9)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8, ncol=len(seqs), loc="upper left")

@@ -118,7 +118,7 @@ phase_bench() {
 # starter's and the sanitizers' cases. Logs go to $OUT/logs.tar.gz, one summary block per
 # command to $OUT/checks.txt (appended) and stdout. Binaries from build/release.
 graders_and_sanitizers() {
-  local m=$1 t=$2 bin=build/release sanitizer tool f
+  local m=$1 t=$2 bin=${ATTN_BIN:-build/release} sanitizer tool f
   shift 2
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   mkdir -p "$OUT/logs"
@@ -277,7 +277,8 @@ phase_modifiers() {
   # bench_12 options in ATTN_MOD_BENCH_ARGS; FlexAttention on the same shapes
   # (compare_torch_modifiers.py; ATTN_MOD_TORCH=0: not, ATTN_MOD_SEQS its sequence lengths);
   # then check_12, the untouched starter's grade_12 and the three sanitizers (ATTN_MOD_CHECKS=0:
-  # not); binaries from build/release. Last, each variant's ratio per build.
+  # not); check_12 and grade_12 from ATTN_BIN (default build/release). Last, each variant's
+  # ratio per build and engine.
   local builds="${ATTN_MOD_BUILDS:-cur=build/release/bench_12}" rounds=${ATTN_MOD_ROUNDS:-1}
   local r pair
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
@@ -285,7 +286,8 @@ phase_modifiers() {
   python3 -c "import torch; print('torch', torch.__version__)" >>"$OUT/device.txt" 2>&1
   for ((r = 1; r <= rounds; r++)); do
     for pair in ${builds//,/ }; do
-      timeout 400 "${pair#*=}" ${ATTN_MOD_BENCH_ARGS:-} --out "$OUT/bench12_${pair%%=*}_$r.json" \
+      timeout "${ATTN_MOD_BENCH_SECONDS:-400}" "${pair#*=}" ${ATTN_MOD_BENCH_ARGS:-} \
+        --out "$OUT/bench12_${pair%%=*}_$r.json" \
         >"$OUT/bench12_${pair%%=*}_$r.txt" 2>&1
       echo "bench_12 ${pair%%=*} round $r exit $?"
     done
@@ -305,18 +307,19 @@ runs = {os.path.basename(p)[8:-5]: json.load(open(p)) for p in sys.argv[1:] if o
 keys = []
 for run in runs.values():
     for r in run["records"]:
-        k = (r["variant"], r["head_dim"], r["seq"])
+        k = (r.get("engine", "mma"), r["variant"], r["head_dim"], r["seq"])
         if k not in keys:
             keys.append(k)
-print("ratio (time / module 07's, masks: / a perfect skip); checks:",
+print("ratio (time / the engine's kernel without modifiers, masks: / a perfect skip); checks:",
       " ".join(f"{n}={'ok' if run['checks_passed'] else 'FAILED'}" for n, run in runs.items()))
-print(f"{'variant':28s} {'d':>3s} {'N':>5s} " + " ".join(f"{n:>8s}" for n in runs))
+print(f"{'engine':6s} {'variant':28s} {'d':>3s} {'N':>5s} " + " ".join(f"{n:>8s}" for n in runs))
 for k in keys:
     cells = []
     for run in runs.values():
-        m = [r["ratio"] for r in run["records"] if (r["variant"], r["head_dim"], r["seq"]) == k]
+        m = [r["ratio"] for r in run["records"]
+             if (r.get("engine", "mma"), r["variant"], r["head_dim"], r["seq"]) == k]
         cells.append(f"{m[0]:8.3f}" if m else f"{'-':>8s}")
-    print(f"{k[0]:28s} {k[1]:3d} {k[2]:5d} " + " ".join(cells))
+    print(f"{k[0]:6s} {k[1]:28s} {k[2]:3d} {k[3]:5d} " + " ".join(cells))
 PY
 }
 

@@ -13,10 +13,14 @@ bench_12's JSON (docs/results/bench12_h200.json by default).
 Every number printed is a value of the file to the printed precision (the `ratio` of a
 record: time over its baseline), so the documentation check (tests/test_docs.py) finds it:
 
-  score modifiers and RoPE   ratio = ms / module 07's ms on the same problem (same mask);
-  masks                      ratio = ms / (visible fraction + 64 / N) x module 07's unmasked
+  score modifiers and RoPE   ratio = ms / the same kernel's ms without modifiers on the same
+                             problem (same mask): module 07's (engine mma) or module 09's
+                             (engine wgmma, Hopper);
+  masks                      ratio = ms / (visible fraction + T / N) x that kernel's unmasked
                              ms: against a kernel that skips every masked tile perfectly and
-                             pays for one 64-key tile column of the diagonal.
+                             pays for one T-key tile column of the diagonal (T = 64 for mma;
+                             128 and 160 for wgmma at d = 64 and 128).
+Records without an engine (files from before module 09's kernel ran the hooks) are mma.
 Standard library only.
 """
 import json
@@ -39,6 +43,10 @@ SCORE_GROUPS = [
 ]
 
 
+def engine(r):
+    return r.get("engine", "mma")
+
+
 def variants_in_order(records, mask):
     names = []
     for r in sorted(records, key=lambda r: -r["seq"]):  # the largest N has every variant
@@ -57,20 +65,31 @@ def ratio_text(x):
     return "-" if x is None else f"{x:.2f}x"
 
 
-def tables(data):
-    recs = data["records"]
+ENGINE_TEXT = {
+    "mma": ("module 07's kernel (mma.sync, every GPU from sm_80)", "module 07's", "64-key"),
+    "wgmma": ("module 09's kernel (wgmma, Hopper)", "module 09's",
+              "128-key (d = 64) or 160-key (d = 128)"),
+}
+
+
+def tables(data, eng="mma"):
+    recs = [r for r in data["records"] if engine(r) == eng]
+    if not recs:
+        return ""
+    title, plain, tile = ENGINE_TEXT[eng]
     dims = sorted({r["head_dim"] for r in recs})
     seqs = sorted({r["seq"] for r in recs})
     cols = [(d, n) for d in dims for n in seqs]
     head = " | ".join(f"d = {d}, N = {n}" for d, n in cols)
     sep = "|".join(["---"] + ["---:"] * len(cols))
     out = []
-    out.append(f"{data['device']}, bf16, batch x N = 16384 tokens, heads x d = 2048; every "
-               f"variant checked against the double reference first (all passed: "
+    out.append(f"**On {title}.** {data['device']}, bf16, batch x N = 16384 tokens, heads x d = "
+               f"2048; every variant checked against the double reference first (all passed: "
                f"{'yes' if data.get('checks_passed') else 'NO'}).")
     out.append("")
-    out.append("Score modifiers and RoPE, time / module 07's time on the same problem; each cell: "
-               "without / with the causal mask:")
+    out.append(f"Score modifiers{' and RoPE' if eng == 'mma' else ''}, time / {plain} time "
+               "without modifiers on the same problem; each cell: without / with the causal "
+               "mask:")
     out.append("")
     out.append(f"| modifier | {head} |")
     out.append(f"|{sep}|")
@@ -82,8 +101,8 @@ def tables(data):
                           f"{ratio_text(cell(recs, base + ' causal', d, n))}" for d, n in cols)
         out.append(f"| {label} | {vals} |")
     out.append("")
-    out.append("Masks, time / a perfect skip (the visible fraction of module 07's unmasked time "
-               "plus one 64-key tile column); visible: the share of the N x N pairs:")
+    out.append(f"Masks, time / a perfect skip (the visible fraction of {plain} unmasked time "
+               f"plus one {tile} tile column); visible: the share of the N x N pairs:")
     out.append("")
     out.append(f"| mask | visible, N = {seqs[-1]} | {head} |")
     out.append("|---|---:|" + "|".join(["---:"] * len(cols)) + "|")
@@ -99,8 +118,11 @@ def tables(data):
 def torch_table(data, torch_data):
     """Ours over PyTorch's time on the same variant and shape, from compare_torch_modifiers.py's
     file (same run as bench_12's): FlexAttention for the score modifiers and masks, SDPA's
-    FLASH backend after RoPE applied with torch ops for RoPE. The plain rows set module 07's
-    unmasked time (every record's module07_full_ms) beside FlexAttention's plain kernel."""
+    FLASH backend after RoPE applied with torch ops for RoPE. Ours is the kernel forward()
+    runs: module 09's where the file has it (wgmma records) and the variant has a modifier,
+    else module 07's. The plain rows
+    set each kernel's unmasked time (its records' plain_full_ms) beside FlexAttention's plain
+    kernel."""
     recs = data["records"]
     theirs = {(r["variant"], r["head_dim"], r["seq"]): (r["backend"], r["ms"])
               for r in torch_data["records"]}
@@ -113,16 +135,30 @@ def torch_table(data, torch_data):
     out.append("| variant | PyTorch | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |")
     out.append("|---|---|" + "|".join(["---:"] * len(cols)) + "|")
 
+    def plain(eng, d, n):  # the kernel without a mask, timed next to every row
+        hit = [r.get("plain_full_ms", r.get("module07_full_ms")) for r in recs
+               if engine(r) == eng and r["head_dim"] == d and r["seq"] == n]
+        return min(hit) if hit else None
+
     def ours(variant, d, n):
-        if variant == "plain (flex)":  # module 07 without a mask, timed next to every row
-            hit = [r["module07_full_ms"] for r in recs if r["head_dim"] == d and r["seq"] == n]
-            return min(hit) if hit else None
-        return cell(recs, variant, d, n, "ms")
+        if variant == "plain (flex)":
+            return plain("mma", d, n)
+        if variant == "plain (module 09)":
+            return plain("wgmma", d, n)
+        # forward() runs a problem without modifiers ("causal (07 rule)") on module 07's kernel
+        hopper = [r for r in recs if engine(r) == "wgmma" and r["modifiers"] != "none"]
+        return cell(hopper, variant, d, n, "ms") or cell(
+            [r for r in recs if engine(r) == "mma"], variant, d, n, "ms")
 
     names = []
     for (v, _, _) in theirs:
         if v not in names and not v.startswith("plain (sdpa"):
             names.append(v)
+    if any(engine(r) == "wgmma" for r in recs):
+        names.insert(1, "plain (module 09)")
+        for (v, d, n), value in list(theirs.items()):
+            if v == "plain (flex)":
+                theirs[("plain (module 09)", d, n)] = value
     for v in names:
         backend = next(b for (vv, _, _), (b, _) in theirs.items() if vv == v)
         cells = []
@@ -150,7 +186,7 @@ def main(argv):
         return 1
     with open(path) as f:
         data = json.load(f)
-    body = tables(data)
+    body = "\n\n".join(t for t in (tables(data, "mma"), tables(data, "wgmma")) if t)
     if torch_path:
         with open(torch_path) as f:
             body += "\n\n" + torch_table(data, json.load(f))

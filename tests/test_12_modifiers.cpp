@@ -1,6 +1,6 @@
 // Grader for module 12 (GPU): score modifiers, masks with tile skipping and fused RoPE on
-// module 07's kernel. Built twice: grade_12 (exercise), check_12 (solution). Without a GPU it
-// exits 77 (skipped).
+// module 07's kernel, and on Hopper score modifiers and masks on module 09's kernel as well.
+// Built twice: grade_12 (exercise), check_12 (solution). Without a GPU it exits 77 (skipped).
 //
 // The reference is the double-precision attention with modifiers of common/modifiers.h on the
 // same 16-bit inputs (and the same 16-bit bias); the tolerance is module 07's
@@ -15,11 +15,13 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "common/buffers.h"
 #include "common/compare.h"
+#include "common/device.h"
 #include "common/half.h"
 #include "common/modifier_runner.h"
 #include "common/modifiers.h"
@@ -31,6 +33,27 @@ using namespace attn;
 namespace {
 
 const Kernel& kernel() { return testing::kernel_under_test(12, testing::impl_under_test()); }
+
+// The kernel under test with its forward() held to one engine (modifier_attention.h):
+// forward() itself takes module 09's kernel where it runs and module 07's elsewhere.
+const Kernel& kernel_on(m12::Engine e) {
+  static const ModifierEntry on_mma{
+      kernel().modifiers->supports,
+      [](const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
+         const void* k, const void* v, void* o, cudaStream_t s) {
+        return m12::ATTN_IMPL::forward_on(m12::Engine::mma, p, m, t, q, k, v, o, s);
+      }};
+  static const ModifierEntry on_wgmma{
+      kernel().modifiers->supports,
+      [](const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
+         const void* k, const void* v, void* o, cudaStream_t s) {
+        return m12::ATTN_IMPL::forward_on(m12::Engine::wgmma, p, m, t, q, k, v, o, s);
+      }};
+  static Kernel mma = kernel(), wgmma = kernel();
+  mma.modifiers = &on_mma;
+  wgmma.modifiers = &on_wgmma;
+  return e == m12::Engine::mma ? mma : e == m12::Engine::wgmma ? wgmma : kernel();
+}
 
 const char* kScores = "modules/12_modifiers/README.md, section 1 (score modifiers)";
 const char* kMasks = "modules/12_modifiers/README.md, section 2 (masks and tile classification)";
@@ -45,7 +68,8 @@ Problem problem(int batch, int heads, int seq_q, int seq_k, int d, bool causal,
 
 // Fresh inputs, run, compare with the reference with modifiers; on failure the harness's
 // hints (common/modifier_runner.h) and the lesson section.
-bool check(const Problem& p, const ModifierSpec& m, const char* lesson, float range = 1.0f) {
+bool check(const Problem& p, const ModifierSpec& m, const char* lesson, float range = 1.0f,
+           m12::Engine engine = m12::Engine::automatic) {
   if (testing::run_stopped()) return false;
   const double flops = 4.0 * double(p.batch) * p.heads * p.seq_q * p.seq_k * p.head_dim;
   if (testing::sanitizer_light() && flops > testing::kSanitizerMaxFlops) {
@@ -53,10 +77,13 @@ bool check(const Problem& p, const ModifierSpec& m, const char* lesson, float ra
     return true;
   }
   const uint64_t seed = testing::next_seed();
-  INFO(p.describe() << " " << m.describe() << ", seed " << seed);
+  INFO(p.describe() << " " << m.describe() << ", seed " << seed
+                   << (engine == m12::Engine::mma     ? ", module 07's kernel"
+                       : engine == m12::Engine::wgmma ? ", module 09's kernel"
+                                                      : ""));
   const Inputs in = random_inputs(p, seed, range);
   const ModifierInputs mi = random_modifier_inputs(p, m, seed + 1);
-  const ModifierCheck r = check_modified(kernel(), p, m, in, mi);
+  const ModifierCheck r = check_modified(kernel_on(engine), p, m, in, mi);
   if (r.passed()) return true;
   if (!r.status) {
     FAIL_CHECK("forward() failed: " << r.status.message() << "\n  read " << std::string(lesson));
@@ -68,6 +95,13 @@ bool check(const Problem& p, const ModifierSpec& m, const char* lesson, float ra
   for (const std::string& h : diagnose_modified(p, m, mi, in, r)) hints += "\n  - " + h;
   FAIL_CHECK("wrong output: " << r.comparison.summary() << hints << "\n  read " << std::string(lesson));
   return false;
+}
+
+// Module 09's kernel runs here: a Hopper GPU, and sm_90a code in this build (module 12 is
+// compiled for the course's architectures with 90 replaced by 90a).
+bool hopper_kernel_runs() {
+  const std::string archs = ATTN_MODULE_ARCHITECTURES;
+  return query_device().cc_major == 9 && archs.find("90a") != std::string::npos;
 }
 
 ModifierSpec score_spec(ScoreMod s) {
@@ -176,6 +210,37 @@ TEST_CASE("modifiers together: softcap + window + RoPE, ALiBi + documents, bias 
   ModifierSpec prefix_bias = score_spec(ScoreMod::bias);
   prefix_bias.prefix = 100;
   CHECK(check(problem(1, 2, 333, 333, 64, true, DType::f16), prefix_bias, kMasks));
+}
+
+TEST_CASE("both kernels: module 07's everywhere, module 09's on Hopper") {
+  // forward() runs each call on one of them; here every case runs on both. Module 09's kernel
+  // computes a tile for a warpgroup's 64 rows and reads the bias from global memory: the
+  // shapes put tiles across a warpgroup's rows, seq_k % 8 != 0 and rows past seq_q.
+  std::vector<std::pair<Problem, ModifierSpec>> cases;
+  ModifierSpec m = score_spec(ScoreMod::alibi);
+  cases.push_back({problem(2, 4, 65, 1000, 128, true, DType::bf16, Layout::BSHD, 2), m});
+  m = score_spec(ScoreMod::bias);
+  cases.push_back({problem(2, 4, 65, 17, 128, true, DType::f16), m});
+  m.bias_per_head = false;
+  cases.push_back({problem(1, 2, 1000, 1000, 64, false), m});
+  m = score_spec(ScoreMod::softcap);
+  m.window = 100;
+  cases.push_back({problem(1, 4, 333, 4097, 64, true, DType::f16), m});
+  m = score_spec(ScoreMod::relative);
+  m.prefix = 200;
+  cases.push_back({problem(1, 3, 1000, 777, 128, true), m});
+  m = {};
+  m.window = 17;
+  cases.push_back({problem(1, 2, 1000, 65, 64, true), m});  // the first 935 rows: no key
+  for (m12::Engine e : {m12::Engine::mma, m12::Engine::wgmma}) {
+    if (e == m12::Engine::wgmma && !hopper_kernel_runs()) {
+      MESSAGE("module 09's kernel not checked: it needs a Hopper GPU and a build with sm_90a "
+              "code (this build: " ATTN_MODULE_ARCHITECTURES ")");
+      continue;
+    }
+    for (const auto& [p, spec] : cases)
+      CHECK(check(p, spec, kScores, spec.score == ScoreMod::softcap ? 2.0f : 1.0f, e));
+  }
 }
 
 TEST_CASE("grid: more than 65535 blocks with a window") {

@@ -1,11 +1,14 @@
 // bench_12: what each modifier of module 12 costs. Every variant is first checked against the
 // double reference with modifiers (common/modifiers.h) on an odd shape, then timed on the
-// ladder shapes (bf16, B * N = 16k tokens, H * d = 2048) beside module 07's kernel in the same
-// run:
-//   score modifiers and RoPE: time / module 07's time with the same mask (target <= 1.10 for
-//     the score modifiers, <= 1.05 for RoPE);
-//   masks: time / (visible fraction x module 07's unmasked time + one 64-key tile column),
-//     the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
+// ladder shapes (bf16, B * N = 16k tokens, H * d = 2048) beside the same kernel without
+// modifiers in the same run, on each engine (--engines): mma, module 07's kernel (the
+// baseline module 07's forward()); wgmma, module 09's on Hopper (the baseline module 09's
+// forward(); score modifiers and masks only):
+//   score modifiers and RoPE: time / the baseline's time with the same mask (target <= 1.10
+//     for the score modifiers, <= 1.05 for RoPE);
+//   masks: time / (visible fraction x the baseline's unmasked time + one tile column of keys:
+//     64 for mma; 128, 160 for wgmma at d = 64, 128), the time a kernel that skips masked
+//     tiles perfectly would take (target <= 1.10).
 // Writes one JSON file (--out) and prints a table.
 #include <cuda_runtime.h>
 
@@ -30,6 +33,7 @@
 #include "common/runner.h"
 #include "common/timing.h"
 #include "modules/07_tensor_cores/tensor_cores.h"
+#include "modules/09_hopper/hopper.h"
 #include "modules/12_modifiers/entry_points.cuh"
 #include "modules/12_modifiers/modifier_attention.h"
 #include "solutions/12_modifiers/modifier_steps.cuh"
@@ -105,8 +109,22 @@ void equal_documents(const Problem& p, ModifierInputs& mi) {
   }
 }
 
+// Module 09's kernel runs score modifiers and masks, without RoPE or documents.
+bool runs_on_wgmma(const Variant& var) {
+  return var.m.rope == RopeStyle::none && !var.m.documents && !var.rope_in_tiles;
+}
+
+Status forward_on(m12::Engine e, const Variant& var, const Problem& p, const ModifierSpec& m,
+                  const ModifierTensors& t, const void* q, const void* k, const void* v, void* o,
+                  cudaStream_t s) {
+  if (var.rope_in_tiles)
+    return m12::forward<m12::solution::ModifierSteps, m12::RopeWhere::q_and_k>(p, m, t, q, k, v,
+                                                                               o, s);
+  return m12::solution::forward_on(e, p, m, t, q, k, v, o, s);
+}
+
 // The check of one variant on an odd shape: the solution against the double reference.
-bool check_variant(const Variant& var, int d, uint64_t seed, double* error) {
+bool check_variant(const Variant& var, m12::Engine engine, int d, uint64_t seed, double* error) {
   Problem p = Problem::make(2, 4, 333, 333, d, var.causal, Layout::BSHD, 2);
   p.dtype = DType::bf16;
   ModifierSpec m = var.m;
@@ -116,16 +134,20 @@ bool check_variant(const Variant& var, int d, uint64_t seed, double* error) {
   const ModifierInputs mi = random_modifier_inputs(p, m, seed + 1);
   const Kernel* registered = find_kernel(12, Impl::solution);
   if (!registered) throw std::runtime_error("module 12 is not registered");
-  // The in-tiles rung through a copy of the registered entry with its own forward.
-  static const ModifierEntry in_tiles{
+  // The engine (and the in-tiles rung) through a copy of the registered entry with its own
+  // forward.
+  static Variant current;
+  static m12::Engine current_engine;
+  current = var;
+  current_engine = engine;
+  static const ModifierEntry chosen{
       registered->modifiers->supports,
       [](const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
          const void* k, const void* v, void* o, cudaStream_t s) {
-        return m12::forward<m12::solution::ModifierSteps, m12::RopeWhere::q_and_k>(p, m, t, q, k,
-                                                                                   v, o, s);
+        return forward_on(current_engine, current, p, m, t, q, k, v, o, s);
       }};
   Kernel kernel = *registered;
-  if (var.rope_in_tiles) kernel.modifiers = &in_tiles;
+  kernel.modifiers = &chosen;
   const ModifierCheck r = check_modified(kernel, p, m, in, mi);
   if (!r.status) {
     std::printf("  %s d=%d refused: %s\n", var.name.c_str(), d, r.status.message().c_str());
@@ -142,34 +164,44 @@ int main(int argc, char** argv) {
   std::string out = "bench12.json";
   std::vector<int> seqs = {1024, 4096, 16384};
   std::vector<int> dims = {64, 128};
+  std::vector<std::string> engines = {"mma", "wgmma"};
   int warmup = 5, iters = 20;
   app.add_option("--out", out, "JSON output file");
   app.add_option("--seqs", seqs, "sequence lengths (B = 16384 / N)");
   app.add_option("--dims", dims, "head dims (H = 2048 / d)");
+  app.add_option("--engines", engines, "mma (module 07's kernel), wgmma (module 09's, Hopper)")
+      ->check(CLI::IsMember({"mma", "wgmma"}));
   app.add_option("--warmup", warmup);
   app.add_option("--iters", iters);
   CLI11_PARSE(app, argc, argv);
   try {
     const DeviceInfo info = query_device();
     std::printf("device: %s\n", info.name.c_str());
+    const auto engine_of = [](const std::string& e) {
+      return e == "wgmma" ? m12::Engine::wgmma : m12::Engine::mma;
+    };
     // Checks first: a variant that fails is not timed.
     bool all_ok = true;
-    for (int d : dims)
-      for (const Variant& var : variants(4096)) {
-        double err = 0;
-        const bool ok = check_variant(var, d, 12345, &err);
-        std::printf("check %-22s d=%-3d %s (rel L2 %.2e)\n", var.name.c_str(), d,
-                    ok ? "PASS" : "FAIL", err);
-        all_ok = all_ok && ok;
-      }
+    for (const std::string& e : engines)
+      for (int d : dims)
+        for (const Variant& var : variants(4096)) {
+          if (e == "wgmma" && !runs_on_wgmma(var)) continue;
+          double err = 0;
+          const bool ok = check_variant(var, engine_of(e), d, 12345, &err);
+          std::printf("check %-5s %-22s d=%-3d %s (rel L2 %.2e)\n", e.c_str(), var.name.c_str(),
+                      d, ok ? "PASS" : "FAIL", err);
+          all_ok = all_ok && ok;
+        }
     std::ofstream json(out);
     json << "{\"device\": \"" << info.name << "\", \"checks_passed\": " << (all_ok ? "true" : "false")
          << ", \"records\": [\n";
     bool first_record = true;
-    std::printf("\n%-22s %4s %6s %10s %10s %8s %8s\n", "variant", "d", "N", "ms", "07 ms",
-                "ratio", "TFLOP/s");
+    std::printf("\n%-5s %-22s %4s %6s %10s %10s %8s %8s %8s\n", "eng.", "variant", "d", "N", "ms",
+                "base ms", "ratio", "/ 07", "TFLOP/s");
+    for (const std::string& engine : engines)
     for (int d : dims)
       for (int n : seqs) {
+        const bool wgmma = engine == "wgmma";
         const int batch = std::max(1, 16384 / n), heads = 2048 / d;
         Problem base = Problem::make(batch, heads, n, n, d, false, Layout::BHSD);
         base.dtype = DType::bf16;
@@ -178,22 +210,28 @@ int main(int argc, char** argv) {
         bench10::fill_random(q.get(), q.size(), 1, base.dtype);
         bench10::fill_random(k.get(), k.size(), 2, base.dtype);
         bench10::fill_random(v.get(), v.size(), 3, base.dtype);
-        auto time_07 = [&](bool causal) {
+        // The kernel without modifiers: module 07's, or module 09's for the wgmma engine.
+        auto time_plain = [&](bool causal, bool module09) {
           Problem p = base;
           p.causal = causal;
           return time_on_stream(
                      [&](cudaStream_t s) {
-                       check_status(m07::solution::forward(p, q.get(), k.get(), v.get(),
-                                                                     o.get(), s));
+                       check_status(module09 ? m09::solution::forward(p, q.get(), k.get(),
+                                                                      v.get(), o.get(), s)
+                                             : m07::solution::forward(p, q.get(), k.get(),
+                                                                      v.get(), o.get(), s));
                      },
                      warmup, iters)
               .median_ms;
         };
-        // Module 07 is timed again next to each variant (with the variant's mask, and
+        // One tile column of keys of the engine's kernel (the masks' allowance).
+        const double tile_keys = !wgmma ? 64.0 : d == 64 ? 128.0 : 160.0;
+        // The baseline is timed again next to each variant (with the variant's mask, and
         // unmasked for the masks' baseline): clocks and temperature drift over a run by a few
         // percent, more than some of the costs measured here.
-        double t07[2] = {0, 0};
+        double t_base[2] = {0, 0}, t07 = 0;
         for (const Variant& var : variants(n)) {
+          if (wgmma && !runs_on_wgmma(var)) continue;
           Problem p = base;
           p.causal = var.causal;
           ModifierSpec m = var.m;
@@ -209,43 +247,41 @@ int main(int argc, char** argv) {
             bench10::fill_random(bias.get(), bias.size(), 4, p.dtype);
             mods.use_device_bias(p, m, std::move(bias));
           }
-          using Steps = m12::solution::ModifierSteps;
           const double ms =
               time_on_stream(
                   [&](cudaStream_t s) {
-                    check_status(var.rope_in_tiles
-                                     ? m12::forward<Steps, m12::RopeWhere::q_and_k>(
-                                           p, m, mods.tensors(), q.get(), k.get(), v.get(), o.get(), s)
-                                     : m12::solution::forward(p, m, mods.tensors(), q.get(), k.get(),
-                                                              v.get(), o.get(), s));
+                    check_status(forward_on(engine_of(engine), var, p, m, mods.tensors(), q.get(),
+                                            k.get(), v.get(), o.get(), s));
                   },
                   warmup, iters)
                   .median_ms;
-          t07[0] = time_07(false);
-          if (var.causal) t07[1] = time_07(true);
+          t_base[0] = time_plain(false, wgmma);
+          if (var.causal) t_base[1] = time_plain(true, wgmma);
+          t07 = wgmma ? time_plain(var.causal, false) : t_base[var.causal ? 1 : 0];
           const int64_t pairs = visible_pairs(p, m, mi);
           const double flops = 4.0 * double(pairs) * d * heads;
-          double ratio, predicted_ms;
+          double predicted_ms;
           if (var.is_mask) {  // against a perfect skip: visible fraction of the full time
             const double fraction = double(pairs) / (double(batch) * n * n);
-            predicted_ms = t07[0] * (fraction + 64.0 / n);
-            ratio = ms / predicted_ms;
+            predicted_ms = t_base[0] * (fraction + tile_keys / n);
           } else {
-            predicted_ms = t07[var.causal ? 1 : 0];
-            ratio = ms / predicted_ms;
+            predicted_ms = t_base[var.causal ? 1 : 0];
           }
-          std::printf("%-22s %4d %6d %10.4f %10.4f %8.3f %8.1f\n", var.name.c_str(), d, n, ms,
-                      predicted_ms, ratio, flops / ms * 1e-9);
-          json << (first_record ? "" : ",\n") << "  {\"variant\": \"" << var.name
+          const double ratio = ms / predicted_ms;
+          std::printf("%-5s %-22s %4d %6d %10.4f %10.4f %8.3f %8.3f %8.1f\n", engine.c_str(),
+                      var.name.c_str(), d, n, ms, predicted_ms, ratio, ms / t07,
+                      flops / ms * 1e-9);
+          json << (first_record ? "" : ",\n") << "  {\"engine\": \"" << engine
+               << "\", \"variant\": \"" << var.name
                << "\", \"modifiers\": \"" << m.describe() << "\", \"causal\": "
                << (var.causal ? "true" : "false") << ", \"mask\": "
                << (var.is_mask ? "true" : "false") << ", \"head_dim\": " << d
                << ", \"seq\": " << n << ", \"batch\": " << batch << ", \"heads\": " << heads
                << ", \"ms\": " << ms << ", \"baseline_ms\": " << predicted_ms
-               << ", \"module07_ms\": " << t07[var.causal ? 1 : 0]
-               << ", \"module07_full_ms\": " << t07[0] << ", \"ratio\": " << ratio
-               << ", \"visible_pairs\": " << pairs << ", \"tflops\": " << flops / ms * 1e-9
-               << "}";
+               << ", \"plain_ms\": " << t_base[var.causal ? 1 : 0]
+               << ", \"plain_full_ms\": " << t_base[0] << ", \"module07_ms\": " << t07
+               << ", \"ratio\": " << ratio << ", \"visible_pairs\": " << pairs
+               << ", \"tflops\": " << flops / ms * 1e-9 << "}";
           first_record = false;
         }
       }

@@ -175,18 +175,26 @@ struct SharedPlan {
   // consumers read it after their wait on work_full (which acquires them). Two words, by the
   // fill's parity: the producer writes fill f + 2's word only after q_empty has told it that
   // the consumers are done with fill f + 1, so long after they read fill f's.
+  // Both are atomic (an exchange; an OR with 0, by one lane of the warp, which hands the value
+  // to the others) although the barriers order them: as ordinary shared-memory accesses,
+  // compute-sanitizer's racecheck reported every rewrite of a word as a race with its last
+  // reads (it does not count an mbarrier's arrive and wait as ordering them). One atomic per
+  // warp: 384 on one word, one per consumer thread, made module 12's kernels 9% slower.
   __device__ void set_work(uint32_t fill, int work) const {
-    asm volatile("st.shared.s32 [%0], %1;" ::"r"(base + C::kWorkOffset + 4 * (fill & 1)),
-                 "r"(work)
+    int old;
+    asm volatile("atom.shared.exch.b32 %0, [%1], %2;"
+                 : "=r"(old)
+                 : "r"(base + C::kWorkOffset + 4 * (fill & 1)), "r"(work)
                  : "memory");
   }
-  __device__ int work(uint32_t fill) const {
-    int w;
-    asm volatile("ld.shared.s32 %0, [%1];"
-                 : "=r"(w)
-                 : "r"(base + C::kWorkOffset + 4 * (fill & 1))
-                 : "memory");
-    return w;
+  __device__ int work(uint32_t fill) const {  // every lane of the warp calls it
+    int w = 0;
+    if (threadIdx.x % 32 == 0)
+      asm volatile("atom.shared.or.b32 %0, [%1], 0;"
+                   : "=r"(w)
+                   : "r"(base + C::kWorkOffset + 4 * (fill & 1))
+                   : "memory");
+    return __shfl_sync(0xffffffffu, w, 0);
   }
   __device__ void arrive_expect_bytes(Barrier b, int slot, uint32_t bytes) const {
     mbarrier_arrive_expect_bytes(barrier(b, slot), bytes);
@@ -248,6 +256,38 @@ __device__ inline int kv_tiles_for_block(const KernelArgs& a, int m_block) {
     keys = min(a.seq_k, max(0, last_row + (a.seq_k - a.seq_q) + 1));
   }
   return (keys + C::kBlockN - 1) / C::kBlockN;
+}
+
+// Module 12 puts its score modifiers and masks into this kernel through a Mods type, with
+// hooks at the places marked `Mods::kActive` (modules/12_modifiers/hopper_hooks.cuh):
+//   block_tiles  the K/V tiles a work tile visits (a mask narrows them, as kCausal does);
+//   start        a consumer warp's first K/V tile is next (the bias copies its tile ahead);
+//   on_scores    a tile of S as the wgmma left it: the modifier on each score, the mask where
+//                the tile needs it, before the online softmax;
+//   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (the bias tiles).
+// Module 09 itself runs without: NoMods.
+struct NoMods {
+  static constexpr bool kActive = false;
+  struct Args {};
+  template <class C>
+  static constexpr int kExtraSmemBytes = 0;
+};
+
+// The K/V tiles of one work tile: [first, first + count).
+struct KvTiles {
+  int first, count;
+};
+template <class C, bool kCausal, class Mods>
+__device__ inline KvTiles kv_tiles_of(const KernelArgs& a, const typename Mods::Args& mods,
+                                      int m_block, int batch) {
+  if constexpr (Mods::kActive) {
+    const int q0 = m_block * C::kBlockM;
+    int first = 0, end = 0;
+    Mods::block_tiles(mods, batch, q0, min(q0 + C::kBlockM, a.seq_q) - 1, C::kBlockN, first, end);
+    return {first, end - first};
+  } else {
+    return {0, kv_tiles_for_block<C, kCausal>(a, m_block)};
+  }
 }
 
 // The rows of one tensor (Q, K or V) as the passes that prepare the FP8 and 3xTF32 rungs'
@@ -441,11 +481,14 @@ __device__ inline void stage_output(const float (&o)[C::kHeadDim / 2], const flo
 // accumulators, then the output through shared memory and a TMA store. `first_kv` counts the
 // K/V tiles this block's ring has carried before this work tile (ring positions continue from
 // one work tile to the next), `q_phase` is the parity of this work tile's Q fill.
-template <class C, class Steps, bool kBf16, bool kCausal>
+template <class C, class Steps, bool kBf16, bool kCausal, class Mods>
 __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const KernelArgs& a,
+                                                   const typename Mods::Args& mods,
                                                    const SharedPlan<C>& plan, int consumer,
-                                                   int m_block, int head, int batch, int tiles,
-                                                   int first_kv, uint32_t q_phase) {
+                                                   int m_block, int head, int batch,
+                                                   KvTiles range, int first_kv,
+                                                   uint32_t q_phase, char* mods_smem) {
+  const int tiles = range.count;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_in_group = warp % 4;
   const int first_row = m_block * C::kBlockM + consumer * C::kRowsPerConsumer;
@@ -478,8 +521,19 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   const int last_key = kCausal ? min(a.seq_k - 1, first_row + C::kRowsPerConsumer - 1 +
                                                       (a.seq_k - a.seq_q))
                                : a.seq_k - 1;
+  if constexpr (Mods::kActive)
+    if (tiles > 0)
+      Mods::template start<C>(mods, batch, head, first_row, range.first * C::kBlockN, mods_smem);
   auto softmax_of_tile = [&](int tile) {  // on s, in place
-    const int key0 = tile * C::kBlockN;
+    const int key0 = (range.first + tile) * C::kBlockN;
+    if constexpr (Mods::kActive) {  // module 12: its modifier and mask instead of the above
+      const int next_key0 = tile + 1 < tiles ? key0 + C::kBlockN : -1;
+      Mods::template on_scores<C>(mods, batch, head, first_row, row0, key0, next_key0, lane, s,
+                                  mods_smem);
+      softmax_exponentials<C::kBlockN, C::kLazyRescale>(s, row_max, row_sum, correction,
+                                                        a.scale_log2);
+      return;
+    }
     const bool tail = key0 + C::kBlockN > a.seq_k;
     const bool diagonal = kCausal && key0 + C::kBlockN - 1 > first_row + (a.seq_k - a.seq_q);
     if (tail || diagonal) mask_scores<C::kBlockN, kCausal>(s, a, row0, key0, lane);
@@ -607,13 +661,18 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
 
 // ---- The kernel ---------------------------------------------------------------------------------
 
-template <class C, class Steps, bool kBf16, bool kCausal>
+template <class C, class Steps, bool kBf16, bool kCausal, class Mods = NoMods>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    hopper_attention_kernel(const __grid_constant__ TensorMaps maps, const KernelArgs a) {
+    hopper_attention_kernel(const __grid_constant__ TensorMaps maps, const KernelArgs a,
+                            const __grid_constant__ typename Mods::Args mods) {
 #if ATTN_M09_DEVICE_CODE
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every tile must start on such a boundary.
   const SharedPlan<C> plan{(shared_address(shared_raw) + 1023u) & ~1023u, a.hang};
+  // Module 12's shared memory (Mods::kExtraSmemBytes), 128-byte aligned after the kernel's.
+  char* const mods_smem = reinterpret_cast<char*>(shared_raw) +
+                          (((plan.base + C::kWorkOffset + 8 + 127u) & ~127u) -
+                           shared_address(shared_raw));
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // The same for all 32 lanes, and the compiler can see it (a shuffle from lane 0): each role
@@ -673,16 +732,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         int m_block, head, batch;
         decode(work, m_block, head, batch);
         const int kv_head = head / (a.heads / a.kv_heads);
-        const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
+        const KvTiles range = kv_tiles_of<C, kCausal, Mods>(a, mods, m_block, batch);
         if constexpr (C::kDynamic) {
           plan.set_work(fill, work);
           plan.arrive(work_full, 0);
         }
         Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
-        for (int j = 0; j < tiles && !plan.gave_up(); ++j)
+        for (int j = 0; j < range.count && !plan.gave_up(); ++j)
           Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
-                              j * C::kBlockN, kv_head, batch);
-        kv_count += tiles;
+                              (range.first + j) * C::kBlockN, kv_head, batch);
+        kv_count += range.count;
         // The next work tile. The producer runs ahead of the consumers (its last copies were
         // issued as ring slots freed up), so the atomic's round trip to L2 overlaps their work.
         if constexpr (C::kDynamic)
@@ -724,10 +783,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       int m_block, head, batch;
       decode(work, m_block, head, batch);
-      const int tiles = kv_tiles_for_block<C, kCausal>(a, m_block);
-      consumer_work_tile<C, Steps, kBf16, kCausal>(maps, a, plan, warpgroup - 1, m_block, head,
-                                                   batch, tiles, kv_count, fill & 1);
-      kv_count += tiles;
+      const KvTiles range = kv_tiles_of<C, kCausal, Mods>(a, mods, m_block, batch);
+      consumer_work_tile<C, Steps, kBf16, kCausal, Mods>(maps, a, mods, plan, warpgroup - 1,
+                                                         m_block, head, batch, range, kv_count,
+                                                         fill & 1, mods_smem);
+      kv_count += range.count;
     }
     // (A block whose wait gave up stops where it is: the turns may not add up then.)
     if (!plan.gave_up()) last_turn<C>(warpgroup - 1);
@@ -805,9 +865,13 @@ inline int* work_counter_buffer() {
   return buffer;
 }
 
-template <class C, class Steps, bool kBf16, bool kCausal>
+// Mods, mods: module 12's hooks and what they read; exponent_scale (0: the softmax scale) is
+// what the scores are multiplied by in the exponent (module 12's soft-capping puts its cap
+// there).
+template <class C, class Steps, bool kBf16, bool kCausal, class Mods = NoMods>
 Status launch_config(const Problem& p, const void* q, const void* k, const void* v, void* o,
-                     cudaStream_t stream, long long* timeline = nullptr) {
+                     cudaStream_t stream, long long* timeline = nullptr,
+                     const typename Mods::Args& mods = {}, double exponent_scale = 0.0) {
   TensorMaps maps;
   if (Status s = make_tensor_map(&maps.q, p.dtype, q, C::kHeadDim, p.seq_q, p.heads, p.batch,
                                  p.q, C::kBlockM, "Q");
@@ -832,7 +896,7 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   a.seq_q = p.seq_q;
   a.seq_k = p.seq_k;
   a.m_blocks = (p.seq_q + C::kBlockM - 1) / C::kBlockM;
-  a.scale_log2 = p.softmax_scale() * device::kLog2e;
+  a.scale_log2 = float(exponent_scale > 0 ? exponent_scale : p.softmax_scale()) * device::kLog2e;
   a.timeline = timeline;
   a.hang = hang_report_buffer();
   if (!a.hang) return Status::error("module 09: cannot allocate the mapped hang-report buffer");
@@ -856,12 +920,15 @@ Status launch_config(const Problem& p, const void* q, const void* k, const void*
   const int blocks = C::kPersistent
                          ? static_cast<int>(std::min<int64_t>(work, multiprocessor_count()))
                          : a.work_tiles;
-  auto kernel = hopper_attention_kernel<C, Steps, kBf16, kCausal>;
-  if (cudaError_t e = device::allow_shared_memory(C::kSharedBytes, kernel); e != cudaSuccess)
+  auto kernel = hopper_attention_kernel<C, Steps, kBf16, kCausal, Mods>;
+  constexpr int kExtra = Mods::template kExtraSmemBytes<C>;
+  constexpr int kSmem = C::kSharedBytes + (kExtra > 0 ? kExtra + 128 : 0);
+  static_assert(kSmem <= 227 * 1024, "module 12's shared memory does not fit beside the kernel's");
+  if (cudaError_t e = device::allow_shared_memory(kSmem, kernel); e != cudaSuccess)
     return Status::error(std::string("module 09: cannot give the kernel ") +
-                         std::to_string(C::kSharedBytes) + " bytes of shared memory: " +
+                         std::to_string(kSmem) + " bytes of shared memory: " +
                          cudaGetErrorString(e));
-  kernel<<<blocks, C::kThreads, C::kSharedBytes, stream>>>(maps, a);
+  kernel<<<blocks, C::kThreads, kSmem, stream>>>(maps, a, mods);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return Status::error(std::string("module 09: launch failed: ") + cudaGetErrorString(e));
   return Status::ok();

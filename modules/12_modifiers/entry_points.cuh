@@ -1,6 +1,7 @@
 // Module 12, given: the launches. Module 07's kernel with its production configurations,
 // module 07's solution as the warp's tensor-core step, and Hooks<ModifierSteps, T, score>
-// (modifier_hooks.cuh) as its Mods; defined once for the exercise and the solution:
+// (modifier_hooks.cuh) as its Mods; on Hopper, module 09's kernel with module 09's solution
+// steps and HopperHooks (hopper_hooks.cuh). Defined once for the exercise and the solution:
 //   ATTN_M12_DEFINE_ENTRY_POINTS(ModifierSteps)
 // inside namespace attn::m12::ATTN_IMPL defines both forward()s there.
 #pragma once
@@ -23,6 +24,7 @@
 #include "common/status.h"
 #include "modules/07_tensor_cores/tensor_core_kernel.cuh"
 #include "modules/12_modifiers/modifier_attention.h"
+#include "modules/12_modifiers/hopper_hooks.cuh"
 #include "modules/12_modifiers/modifier_hooks.cuh"
 
 // Module 07's solution of the warp step, in a namespace of its own (m07::modifier_warp), as
@@ -31,6 +33,12 @@
 #undef ATTN_IMPL
 #define ATTN_IMPL modifier_warp
 #include "solutions/07_tensor_cores/warp_mma.cuh"
+#pragma pop_macro("ATTN_IMPL")
+// And module 09's solution steps (m09::modifier_wgmma), for the Hopper kernel.
+#pragma push_macro("ATTN_IMPL")
+#undef ATTN_IMPL
+#define ATTN_IMPL modifier_wgmma
+#include "solutions/09_hopper/hopper_steps.cuh"
 #pragma pop_macro("ATTN_IMPL")
 
 namespace attn::m12 {
@@ -184,9 +192,69 @@ using NarrowConfig = m07::Config<D, 4, 1, 64, 3, true,
                                  D == 64 ? m07::Pipeline::two_stage : m07::Pipeline::fa2, D == 64,
                                  false>;
 
+// Module 09's kernel with the hooks (Hopper): one configuration per head dim, module 09's
+// production choices for long sequences without the causal mask (three consumer warpgroups
+// at d = 64; 160-key tiles at d = 128, the widest that fit beside the separate O tile); and
+// for the bias and T5, whose buffers (hopper_hooks.cuh) need room: 128-key tiles at d = 128
+// (shared memory), and for the bias two consumer warpgroups at d = 64 (with three, 160
+// registers a thread are too few for its copy and reads: ptxas spills).
+using HopperConfig64 = m09::Production64;
+using HopperConfig64Bias = m09::Production64ShortCausal;
+using HopperConfig128 = m09::Production128Wide;
+using HopperConfig128Staged = m09::Production128ShortCausal;
+
+// Whether module 09's kernel runs this call: a Hopper GPU and a build with sm_90a code, rows
+// TMA can read, head_dim 64 or 128, and no RoPE or documents (hopper_hooks.cuh). Else the
+// reason, in one line.
+inline Status hopper_fits(const Problem& p, const ModifierSpec& m, const void* q, const void* k,
+                          const void* v, const void* o) {
+  if (m.rope != RopeStyle::none || m.documents)
+    return Status::error("module 12 runs RoPE and documents on module 07's kernel only");
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return Status::error("module 12 runs module 09's kernel for head_dim 64 or 128 only (got " +
+                         std::to_string(p.head_dim) + ")");
+  return m09::check_launch(p, q, k, v, o);
+}
+
+template <class Steps, class T, ScoreMod kScore>
+Status launch_hopper(const Problem& p, const Args& a, const void* q, const void* k,
+                     const void* v, void* o, cudaStream_t stream) {
+  using Mods = HopperHooks<Steps, T, kScore>;
+  using HopperSteps = m09::modifier_wgmma::HopperSteps;
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  const typename Mods::Args args{a, p};
+  // As launch_modified: soft-capping puts the cap into the exponent.
+  const double exponent_scale = kScore == ScoreMod::softcap ? double(a.softcap) : 0.0;
+  if (p.head_dim == 64) {
+    using C64 = std::conditional_t<kScore == ScoreMod::bias, HopperConfig64Bias, HopperConfig64>;
+    return m09::launch_config<C64, HopperSteps, kBf16, false, Mods>(p, q, k, v, o, stream, nullptr,
+                                                                    args, exponent_scale);
+  }
+  using C128 = std::conditional_t<Mods::kStaged, HopperConfig128Staged, HopperConfig128>;
+  return m09::launch_config<C128, HopperSteps, kBf16, false, Mods>(p, q, k, v, o, stream, nullptr,
+                                                                   args, exponent_scale);
+}
+
+template <class Steps, class T>
+Status launch_hopper_for_score(const Problem& p, const ModifierSpec& m, const Args& a,
+                               const void* q, const void* k, const void* v, void* o,
+                               cudaStream_t stream) {
+  switch (m.score) {
+    case ScoreMod::none: return launch_hopper<Steps, T, ScoreMod::none>(p, a, q, k, v, o, stream);
+    case ScoreMod::alibi: return launch_hopper<Steps, T, ScoreMod::alibi>(p, a, q, k, v, o, stream);
+    case ScoreMod::bias: return launch_hopper<Steps, T, ScoreMod::bias>(p, a, q, k, v, o, stream);
+    case ScoreMod::softcap:
+      return launch_hopper<Steps, T, ScoreMod::softcap>(p, a, q, k, v, o, stream);
+    case ScoreMod::relative:
+      return launch_hopper<Steps, T, ScoreMod::relative>(p, a, q, k, v, o, stream);
+  }
+  return Status::error("module 12: unknown score modifier");
+}
+
 // kRope: where RoPE turns the rows (RopeWhere); forward() uses RopeWhere::q, bench_12 also
-// measures RopeWhere::q_and_k.
-template <class Steps, RopeWhere kRope = RopeWhere::q>
+// measures RopeWhere::q_and_k (module 07's kernel only). kEngine (modifier_attention.h):
+// automatic takes module 09's kernel where it runs (hopper_fits), module 07's elsewhere.
+template <class Steps, RopeWhere kRope = RopeWhere::q, Engine kEngine = Engine::automatic>
 Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
                const void* k, const void* v, void* o, cudaStream_t stream) {
   if (Status s = supports(p, m); !s) return s;
@@ -210,6 +278,16 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.rel_bias = t.rel_bias;
   a.rope = m.rope;
   a.inv_softcap = m.softcap > 0 ? float(p.softmax_scale() / m.softcap) : 0.0f;
+  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q) {
+    const Status fits = hopper_fits(p, m, q, k, v, o);
+    if (kEngine == Engine::wgmma && !fits) return fits;
+    if (fits)
+      return p.dtype == DType::bf16
+                 ? launch_hopper_for_score<Steps, __nv_bfloat16>(p, m, a, q, k, v, o, stream)
+                 : launch_hopper_for_score<Steps, __half>(p, m, a, q, k, v, o, stream);
+  } else if constexpr (kEngine == Engine::wgmma) {
+    return Status::error("module 12 runs RoPE in the tiles on module 07's kernel only");
+  }
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
     const bool bf16 = p.dtype == DType::bf16;
@@ -307,6 +385,18 @@ Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& t
                  const void* q, const void* k, const void* v, void* o, cudaStream_t stream) { \
     if (!m.any()) return forward(p, q, k, v, o, stream);                                      \
     return ::attn::m12::forward<Steps>(p, m, t, q, k, v, o, stream);                          \
+  }                                                                                           \
+  Status forward_on(Engine e, const Problem& p, const ModifierSpec& m,                        \
+                    const ModifierTensors& t, const void* q, const void* k, const void* v,    \
+                    void* o, cudaStream_t stream) {                                           \
+    using ::attn::m12::RopeWhere;                                                             \
+    if (e == Engine::mma)                                                                     \
+      return ::attn::m12::forward<Steps, RopeWhere::q, Engine::mma>(p, m, t, q, k, v, o,      \
+                                                                    stream);                 \
+    if (e == Engine::wgmma)                                                                   \
+      return ::attn::m12::forward<Steps, RopeWhere::q, Engine::wgmma>(p, m, t, q, k, v, o,    \
+                                                                      stream);               \
+    return forward(p, m, t, q, k, v, o, stream);                                              \
   }                                                                                           \
   Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& tiles,       \
                         std::vector<int>& classes) {                                          \

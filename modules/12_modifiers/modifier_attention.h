@@ -1,7 +1,8 @@
 // Module 12: what real models add to attention. Score modifiers (ALiBi, an additive bias,
 // tanh soft-capping, T5's relative position buckets), masks (causal, prefix-LM, sliding
 // window, packed documents) whose fully masked tiles are skipped, and RoPE applied to the Q
-// and K tiles as they arrive in shared memory: all on module 07's kernel (sm_80+, f16/bf16).
+// and K tiles as they arrive in shared memory: all on module 07's kernel (sm_80+, f16/bf16);
+// on Hopper, score modifiers and the rule masks on module 09's kernel (Engine below).
 // The rules are stated once in common/modifiers.h. The exercise (exercise.cu) and the solution
 // (solutions/12_modifiers/solution.cu) implement ModifierSteps (modifier_hooks.cuh); the
 // grader is tests/test_12_modifiers.cpp.
@@ -49,6 +50,11 @@ struct RulesQuestion {
 };
 enum : int { kTileMasked = 0, kTilePartial = 1, kTileFull = 2 };
 
+// The kernel that runs a call: module 07's (mma.sync, every GPU from sm_80), module 09's
+// (wgmma, Hopper with a build that has sm_90a code; no RoPE or documents), or automatic:
+// module 09's where it runs, module 07's elsewhere.
+enum class Engine { automatic, mma, wgmma };
+
 // The layer around attention (README, section 4): `tokens` rows of hidden states, whole
 // sequences of `seq` tokens (token m sits at position m % seq), heads x head_dim features per
 // projection.
@@ -65,6 +71,10 @@ Status forward(const Problem& p, const void* q, const void* k, const void* v, vo
 // With modifiers: t holds the device tensors the modifiers read (common/modifiers.h).
 Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t, const void* q,
                const void* k, const void* v, void* o, cudaStream_t stream);
+// The same on the kernel e names (the grader and bench_12 run both on Hopper); wgmma where
+// module 09's kernel cannot run this call returns the reason.
+Status forward_on(Engine e, const Problem& p, const ModifierSpec& m, const ModifierTensors& t,
+                  const void* q, const void* k, const void* v, void* o, cudaStream_t stream);
 // ModifierSteps::classify (or classify_documents) run on the GPU for each tile: kTileMasked,
 // kTilePartial or kTileFull per tile, in `classes`.
 Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& tiles,

@@ -142,6 +142,18 @@ __device__ __forceinline__ void first_at_least(const int32_t* seg, int n, const 
   at[1] = lo[1];
 }
 
+// A thread's scores of one K/V tile, 8-key chunk n, slot c (row lane / 4 + 8 (c / 2), key
+// 8 n + 2 (lane % 4) + c % 2): module 07's mma tiles hold them as float[n][c], module 09's
+// wgmma accumulator as float[4 n + c] (hopper_hooks.cuh). The hooks below read either.
+template <int kChunks>
+__device__ __forceinline__ float& score_at(float (&s)[kChunks][4], int n, int c) {
+  return s[n][c];
+}
+template <int kRegisters>
+__device__ __forceinline__ float& score_at(float (&s)[kRegisters], int n, int c) {
+  return s[4 * n + c];
+}
+
 // kScore, kRope and kDocuments are compile-time: a kernel carries only the code of the
 // modifiers it runs (module 07's kernel at D = 128 already uses all 255 registers; every extra
 // live value in the loop would spill).
@@ -210,9 +222,9 @@ struct Hooks {
   // layout of module 07: keys key0 + 8n + 2 (lane % 4) + {0, 1}). Each row's span is computed
   // once, relative to the lane's first key: a score then costs two compares with the constant
   // 8n + e and a select, as module 07's causal mask (one compare) does, whatever the rules.
-  template <class C>
+  template <class C, class Scores>
   static __device__ __forceinline__ void mask(const Args& a, const Problem& p, int b, int row0,
-                                              int key0, int lane, float (&s)[C::kKeys / 8][4]) {
+                                              int key0, int lane, Scores& s) {
     const int off = p.seq_k - p.seq_q;
     const int key_lane = key0 + 2 * (lane & 3);
     int lo[2], hi[2], seg_row[2] = {0, 0};
@@ -235,7 +247,7 @@ struct Hooks {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const bool seen = dj >= lo[r] && dj < hi[r] && (!kDocuments || seg_j == seg_row[r]);
-          if (!seen) s[n][2 * r + e] = -INFINITY;
+          if (!seen) score_at(s, n, 2 * r + e) = -INFINITY;
         }
       }
   }
@@ -246,11 +258,10 @@ struct Hooks {
   // scale. Soft-capping hands out tanh(scale s / cap) alone: cap * tanh, the logit, is that
   // times cap, and the launch puts cap (not the scale) into the exponent. tile_row: the tile's
   // first row in the block (for the bias tile in shared memory).
-  template <class C>
+  template <class C, class Scores>
   static __device__ __forceinline__ void score(const Args& a, const Problem& p, int b, int h,
-                                               int row0, int key0, int lane,
-                                               float (&s)[C::kKeys / 8][4], char* extra,
-                                               int stage, int tile_row) {
+                                               int row0, int key0, int lane, Scores& s,
+                                               char* extra, int stage, int tile_row) {
     if constexpr (kScore == ScoreMod::none) return;
     const int off = p.seq_k - p.seq_q;
     const int key_lane = key0 + 2 * (lane & 3);
@@ -285,7 +296,7 @@ struct Hooks {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = key_lane + 8 * n + e;
-          float x = s[n][2 * r + e];
+          float x = score_at(s, n, 2 * r + e);
           if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
           if constexpr (kScore == ScoreMod::softcap)  // the literal 1: no multiply by the cap
             x = Steps::softcap(x, 1.0f, a.inv_softcap);
@@ -294,7 +305,7 @@ struct Hooks {
           if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
             x = fmaf(__ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2)),
                      a.inv_scale, x);
-          s[n][2 * r + e] = x;
+          score_at(s, n, 2 * r + e) = x;
         }
       }
     }

@@ -14,7 +14,7 @@ const attn::ModifierEntry modifier_entry{
 }  // namespace
 
 ATTN_REGISTER_MODULE_MODIFIERS(
-    12, "modifiers", "score modifiers, masks with tile skipping, fused RoPE (on module 07)",
+    12, "modifiers", "score modifiers, masks with tile skipping, fused RoPE (modules 07, 09)",
     static_cast<attn::Status (*)(const attn::Problem&)>(attn::m12::supports),
     static_cast<attn::Status (*)(const attn::Problem&, const void*, const void*, const void*,
                                  void*, cudaStream_t)>(attn::m12::ATTN_IMPL::forward),

@@ -1,0 +1,216 @@
+// Module 12, given: the same ModifierSteps on module 09's Hopper kernel (wgmma, TMA, a producer
+// warpgroup; modules/09_hopper/hopper_kernel.cuh, the places marked `Mods::kActive`). The
+// hooks of modifier_hooks.cuh do the work; this file only adapts them to the wgmma
+// accumulator and to the tiles a consumer warpgroup computes (README, section 5):
+//   - a thread's scores of one K/V tile are s[kN / 2], 8-key chunk n in registers 4n .. 4n + 3
+//     (rows lane / 4 and + 8, keys 2 (lane % 4) + {0, 1}): module 07's mma layout with the
+//     chunks laid end to end, which the score and mask hooks read through score_at;
+//   - a tile is classified for the warpgroup's 64 rows, because its four warps issue one wgmma
+//     together: a tile fully visible to all 64 rows skips the mask, any other is masked score
+//     by score (a tile masked for all 64 rows too: its products were issued anyway); the
+//     block's range of tiles is narrowed once, for the producer and the consumers alike
+//     (block_tiles);
+//   - what a modifier reads from memory (the bias tile; T5's values by distance) each consumer
+//     warp copies for its 16 rows of the next K/V tile into a buffer of its own (cp.async,
+//     while this tile's softmax runs), and reads from shared memory: the bias with ldmatrix as
+//     module 07's kernel does. Loaded from global memory per score instead, the bias took 4-5x
+//     the time of the kernel without it (docs/results/bench12_wgmma_first_h200.txt). A bias tile per ring slot, filled by the producer,
+//     would not fit beside module 09's K/V ring at d = 128; 128-key tiles make room for these.
+// Documents (their search needs a whole warp; the producer is one thread) and RoPE (Q and K
+// arrive by TMA, straight from global memory) stay on module 07's kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/device/convert.cuh"
+#include "common/device/cp_async.cuh"
+#include "common/problem.h"
+#include "modules/09_hopper/hopper_kernel.cuh"
+#include "modules/12_modifiers/modifier_hooks.cuh"
+
+namespace attn::m12 {
+
+template <class Steps, class T, ScoreMod kScore>
+struct HopperHooks {
+  static constexpr bool kActive = true;
+  // The bias and T5's values are staged and added here (they are read from memory); ALiBi and
+  // soft-capping by the hooks of module 07's kernel.
+  static constexpr bool kStaged = kScore == ScoreMod::bias || kScore == ScoreMod::relative;
+  static constexpr ScoreMod kHookScore = kStaged ? ScoreMod::none : kScore;
+  using Mma = Hooks<Steps, T, kHookScore, RopeWhere::none, false>;
+  struct Args {
+    m12::Args mods;
+    Problem p;
+  };
+  // What the hooks' templates read of a configuration: the keys of a tile.
+  template <int kN>
+  struct TileShape {
+    static constexpr int kKeys = kN;
+  };
+  // Each consumer warp stages what its 16 rows x kBlockN keys of the next K/V tile read: the
+  // bias tile (16-bit), or T5's values of the kBlockN + 15 distances j - i they span (float).
+  template <class C>
+  static constexpr int kWarpBytes = kScore == ScoreMod::bias ? 16 * C::kBlockN * 2
+                                                             : (C::kBlockN + 16) * 4;
+  template <class C>
+  static constexpr int kExtraSmemBytes = kStaged ? 4 * C::kConsumers * kWarpBytes<C> : 0;
+
+  static __device__ __forceinline__ void block_tiles(const Args& a, int b, int q0, int q_last,
+                                                     int BN, int& first_tile, int& end_tile) {
+    Mma::block_tiles(a.mods, a.p, b, q0, q_last, BN, first_tile, end_tile);
+  }
+
+  // This consumer warp's buffer (its 16 rows of the consumer's 64).
+  template <class C>
+  static __device__ __forceinline__ char* warp_buffer(char* smem) {
+    return smem + (int(threadIdx.x) / 32 - 4) * kWarpBytes<C>;
+  }
+
+  // Copies what the K/V tile of key key0 reads into the warp's buffer, for rows warp_row0 ..
+  // warp_row0 + 15.
+  template <class C>
+  static __device__ __forceinline__ void stage(const Args& a, int b, int h, int warp_row0,
+                                               int key0, char* buffer) {
+    if constexpr (kScore == ScoreMod::bias)
+      copy_bias<C>(a, b, h, warp_row0, key0, reinterpret_cast<uint16_t*>(buffer));
+    if constexpr (kScore == ScoreMod::relative)
+      copy_distances<C>(a, h, warp_row0, key0, reinterpret_cast<float*>(buffer));
+  }
+
+  // The consumer's work tile starts with the K/V tile of key key0: stage its values.
+  template <class C>
+  static __device__ __forceinline__ void start(const Args& a, int b, int h, int first_row,
+                                               int key0, char* smem) {
+    if constexpr (kStaged)
+      stage<C>(a, b, h, first_row + 16 * (int(threadIdx.x) / 32 % 4), key0, warp_buffer<C>(smem));
+  }
+
+  // One K/V tile of S for this thread's rows row0 and row0 + 8 (consumer rows first_row ..
+  // first_row + 63): the modifier, then the mask. Every branch is the same for the warpgroup.
+  // next_key0: the next tile's first key (-1: none), whose values are staged now.
+  template <class C>
+  static __device__ __forceinline__ void on_scores(const Args& a, int b, int h, int first_row,
+                                                   int row0, int key0, int next_key0, int lane,
+                                                   float (&s)[C::kBlockN / 2], char* smem) {
+    constexpr int kN = C::kBlockN;
+    bool active = true, partial = true;
+    Mma::classify(a.mods, a.p, b, first_row, key0, kN, 64, active, partial);
+    // A tile masked for all 64 rows goes through the mask, which sets every score to -inf. A
+    // branch of its own that writes -inf costs more: the scores then take different registers
+    // on the two paths while the products of P V still hold O and P, and ptxas spills (530 to
+    // 720 bytes of stores a thread, compiled for sm_90a).
+    if (!active) partial = true;
+    if constexpr (kStaged) {
+      char* buffer = warp_buffer<C>(smem);
+      device::cp_async_wait_all();
+      __syncwarp();  // every lane's copies have landed
+      if constexpr (kScore == ScoreMod::bias)
+        add_bias<kN>(a, lane, reinterpret_cast<const uint16_t*>(buffer), s);
+      else
+        add_distances<kN>(a, lane, reinterpret_cast<const float*>(buffer), s);
+      if (next_key0 >= 0) stage<C>(a, b, h, row0 - lane / 4, next_key0, buffer);
+    }
+    Mma::template score<TileShape<kN>>(a.mods, a.p, b, h, row0, key0, lane, s, nullptr, 0, 0);
+    if (partial) Mma::template mask<TileShape<kN>>(a.mods, a.p, b, row0, key0, lane, s);
+  }
+
+  // The bias of rows warp_row0 .. + 15 x keys key0 .. key0 + kN - 1 into the warp's buffer,
+  // 16-byte chunks swizzled as the K tiles of module 07 are (chunk ^ row % 8: the 8 rows an
+  // ldmatrix reads hit 32 banks); cp.async when rows move in 16-byte pieces, else element
+  // loads. Zeros past seq_q and seq_k (the mask hides those keys; those rows are not stored).
+  // Each warp copies and reads only its own rows: __syncwarp orders the two.
+  template <class C>
+  static __device__ __forceinline__ void copy_bias(const Args& a, int b, int h, int warp_row0,
+                                                   int key0, uint16_t* tile) {
+    constexpr int kN = C::kBlockN, kChunks = kN / 8, kRowStep = 32 / kChunks;
+    static_assert(32 % kChunks == 0, "a row's chunks are copied by lanes of one warp");
+    const Problem& p = a.p;
+    const int lane = int(threadIdx.x) % 32, c = lane % kChunks, r0 = lane / kChunks;
+    const int j = key0 + 8 * c;  // a lane copies chunk c of rows r0, r0 + kRowStep, ...
+    const uint16_t* g = a.mods.bias + b * a.mods.bias_batch_stride + h * a.mods.bias_head_stride;
+    const uint16_t* src = g + int64_t(warp_row0 + r0) * p.seq_k + j;
+    const int64_t src_step = int64_t(kRowStep) * p.seq_k;
+    __syncwarp();  // every lane has read the buffer's last tile
+#pragma unroll
+    for (int i = 0; i < 16 / kRowStep; ++i) {
+      const int r = r0 + kRowStep * i, row = warp_row0 + r;
+      uint16_t* dst = tile + r * kN + ((c ^ (r & 7)) << 3);
+      if (a.mods.bias_vec) {
+        const bool ok = row < p.seq_q && j < p.seq_k;
+        device::cp_async_16(dst, ok ? src + i * src_step : g, ok);
+      } else {
+        uint16_t x[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          x[e] = row < p.seq_q && j + e < p.seq_k ? src[i * src_step + e] : uint16_t(0);
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(x);
+      }
+    }
+    device::cp_async_commit();
+  }
+
+  // T5: the values of distances j - i = key0 - warp_row0 - 15 + t, t = 0 .. kN + 14, for the
+  // warp's 16 rows x kN keys (each row reads kN of them, shifted by its row), 4-byte cp.async.
+  // The table is indexed as Hooks::score indexes it, clamped for rows past seq_q.
+  template <class C>
+  static __device__ __forceinline__ void copy_distances(const Args& a, int h, int warp_row0,
+                                                        int key0, float* values) {
+    constexpr int kValues = C::kBlockN + 15;
+    const Problem& p = a.p;
+    const int lane = int(threadIdx.x) % 32, last = p.seq_q + p.seq_k - 2;
+    const float* table = a.mods.rel_bias + int64_t(h) * (last + 1);
+    const int first = key0 - warp_row0 - 15 + p.seq_q - 1;  // the table index of t = 0
+    __syncwarp();  // every lane has read the buffer's last tile
+#pragma unroll
+    for (int i = 0; i < (kValues + 31) / 32; ++i) {
+      const int t = lane + 32 * i;
+      if (t < kValues) device::cp_async_4(values + t, table + min(max(first + t, 0), last), true);
+    }
+    device::cp_async_commit();
+  }
+
+  // T5's value / scale added to each score: the score of row row0 + 8 r (row0 = warp_row0 +
+  // lane / 4) and key key0 + 2 (lane % 4) + 8 n + e has t = 15 + 2 (lane % 4) - lane / 4 +
+  // 8 (n - r) + e: one shared load at a constant offset from the lane's base, shared by the
+  // two rows wherever n - r agrees.
+  template <int kN>
+  static __device__ __forceinline__ void add_distances(const Args& a, int lane,
+                                                       const float* values, float (&s)[kN / 2]) {
+    const float* base = values + 15 + 2 * (lane & 3) - lane / 4;
+#pragma unroll
+    for (int n = 0; n < kN / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          score_at(s, n, 2 * r + e) =
+              fmaf(base[8 * (n - r) + e], a.mods.inv_scale, score_at(s, n, 2 * r + e));
+  }
+
+  // bias / scale added to each score (Hooks::score's units), read as Hooks::score reads module
+  // 07's bias tile: one ldmatrix.x4 per two 8-key chunks hands each lane its pairs, lanes
+  // 8m .. 8m + 7 pointing at row 8 (m % 2) + lane % 8 of chunk n + m / 2.
+  template <int kN>
+  static __device__ __forceinline__ void add_bias(const Args& a, int lane, const uint16_t* tile,
+                                                  float (&s)[kN / 2]) {
+    const int m = lane / 8, row8 = lane % 8, half = m / 2;
+    const uint32_t base = device::smem_u32(tile + (8 * (m % 2) + row8) * kN);
+    uint32_t pairs[4];
+#pragma unroll
+    for (int n = 0; n < kN / 8; ++n) {
+      if (n % 2 == 0) m07::ldmatrix_x4(pairs, base + (((n + half) ^ row8) << 4));
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float2 xy = device::pair_to_float2<T>(pairs[2 * (n % 2) + r]);
+        score_at(s, n, 2 * r) = fmaf(xy.x, a.mods.inv_scale, score_at(s, n, 2 * r));
+        score_at(s, n, 2 * r + 1) = fmaf(xy.y, a.mods.inv_scale, score_at(s, n, 2 * r + 1));
+      }
+    }
+  }
+};
+
+}  // namespace attn::m12
