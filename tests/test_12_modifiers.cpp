@@ -214,8 +214,8 @@ TEST_CASE("modifiers together: softcap + window + RoPE, ALiBi + documents, bias 
 
 TEST_CASE("both kernels: module 07's everywhere, module 09's on Hopper") {
   // forward() runs each call on one of them; here every case runs on both. Module 09's kernel
-  // computes a tile for a warpgroup's 64 rows and reads the bias from global memory: the
-  // shapes put tiles across a warpgroup's rows, seq_k % 8 != 0 and rows past seq_q.
+  // classifies a tile for a warpgroup's 64 rows and stages the bias and T5's values per warp:
+  // the shapes put tiles across a warpgroup's rows, seq_k % 8 != 0 and rows past seq_q.
   std::vector<std::pair<Problem, ModifierSpec>> cases;
   ModifierSpec m = score_spec(ScoreMod::alibi);
   cases.push_back({problem(2, 4, 65, 1000, 128, true, DType::bf16, Layout::BSHD, 2), m});

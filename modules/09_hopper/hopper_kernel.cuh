@@ -261,10 +261,10 @@ __device__ inline int kv_tiles_for_block(const KernelArgs& a, int m_block) {
 // Module 12 puts its score modifiers and masks into this kernel through a Mods type, with
 // hooks at the places marked `Mods::kActive` (modules/12_modifiers/hopper_hooks.cuh):
 //   block_tiles  the K/V tiles a work tile visits (a mask narrows them, as kCausal does);
-//   start        a consumer warp's first K/V tile is next (the bias copies its tile ahead);
+//   start        a consumer's first K/V tile is next (what the tile reads is copied ahead);
 //   on_scores    a tile of S as the wgmma left it: the modifier on each score, the mask where
 //                the tile needs it, before the online softmax;
-//   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (the bias tiles).
+//   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (those copies).
 // Module 09 itself runs without: NoMods.
 struct NoMods {
   static constexpr bool kActive = false;

@@ -2,7 +2,8 @@
 // (modules/07_tensor_cores/tensor_core_kernel.cuh, the places marked `Mods::kActive`). The
 // ideas are in ModifierSteps, which the exercise (exercise.cu) and the solution write; the
 // plumbing around them (where the hooks run, the bias tile in shared memory, which thread
-// rotates which 16-byte chunk) is here. The rules are stated once in common/modifiers.h.
+// rotates which 16-byte chunk) is here; hopper_hooks.cuh adapts the same hooks to module 09's
+// kernel. The rules are stated once in common/modifiers.h.
 //
 // Per K/V tile, per warp (README, section 2):
 //   1. classify   the warp's 32 rows x the tile's 64 keys: all masked (skip the tile), all
