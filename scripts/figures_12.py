@@ -250,8 +250,8 @@ def overheads(out_dir, path=BENCH12):
             ax.grid(True, axis="y", alpha=0.3)
             ax.tick_params(axis="y", labelsize=8)
             if is_mask:
-                ax.set_title(f"masks, d = {d}, {kernels[e]}: time / a perfect skip of the "
-                             "masked tiles", fontsize=9)
+                ax.set_title(f"masks, d = {d}, {kernels[e]}: time / a perfect skip",
+                             fontsize=9)
             else:
                 ax.set_title(f"score modifiers{' and RoPE' if e == 'mma' else ''}, d = {d}, "
                              f"{kernels[e]}: time / its time without them, same mask", fontsize=9)
