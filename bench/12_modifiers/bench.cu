@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -180,6 +181,15 @@ int main(int argc, char** argv) {
     const auto engine_of = [](const std::string& e) {
       return e == "wgmma" ? m12::Engine::wgmma : m12::Engine::mma;
     };
+    // Module 09's kernel needs a Hopper GPU and a build with sm_90a code: elsewhere, module
+    // 07's kernel alone.
+    if (const Status hopper = m09::check_device_and_build(); !hopper) {
+      const auto wgmma = std::find(engines.begin(), engines.end(), "wgmma");
+      if (wgmma != engines.end()) {
+        std::printf("engine wgmma skipped: %s\n", hopper.message().c_str());
+        engines.erase(wgmma);
+      }
+    }
     // Checks first: a variant that fails is not timed.
     bool all_ok = true;
     for (const std::string& e : engines)
