@@ -120,9 +120,8 @@ def torch_table(data, torch_data):
     file (same run as bench_12's): FlexAttention for the score modifiers and masks, SDPA's
     FLASH backend after RoPE applied with torch ops for RoPE. Ours is the kernel forward()
     runs: module 09's where the file has it (wgmma records) and the variant has a modifier,
-    else module 07's. The plain rows
-    set each kernel's unmasked time (its records' plain_full_ms) beside FlexAttention's plain
-    kernel."""
+    else module 07's. The plain rows set each kernel's unmasked time (its records'
+    plain_full_ms) beside FlexAttention's plain kernel."""
     recs = data["records"]
     theirs = {(r["variant"], r["head_dim"], r["seq"]): (r["backend"], r["ms"])
               for r in torch_data["records"]}

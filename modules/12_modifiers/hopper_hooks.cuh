@@ -13,9 +13,11 @@
 //   - what a modifier reads from memory (the bias tile; T5's values by distance) each consumer
 //     warp copies for its 16 rows of the next K/V tile into a buffer of its own (cp.async,
 //     while this tile's softmax runs), and reads from shared memory: the bias with ldmatrix as
-//     module 07's kernel does. Loaded from global memory per score instead, the bias took 4-5x
-//     the time of the kernel without it (docs/results/bench12_wgmma_first_h200.txt). A bias tile per ring slot, filled by the producer,
-//     would not fit beside module 09's K/V ring at d = 128; 128-key tiles make room for these.
+//     module 07's kernel does (add_bias_tile). Loaded from global memory per score instead,
+//     the bias took 4-5x the time of the kernel without it
+//     (docs/results/bench12_wgmma_first_h200.txt). A bias tile per ring slot, filled by the
+//     producer, would not fit beside module 09's K/V ring at d = 128; 128-key tiles make room
+//     for these.
 // Documents (their search needs a whole warp; the producer is one thread) and RoPE (Q and K
 // arrive by TMA, straight from global memory) stay on module 07's kernel.
 #pragma once
@@ -109,7 +111,7 @@ struct HopperHooks {
       device::cp_async_wait_all();
       __syncwarp();  // every lane's copies have landed
       if constexpr (kScore == ScoreMod::bias)
-        add_bias<kN>(a, lane, reinterpret_cast<const uint16_t*>(buffer), s);
+        add_bias_tile<T, kN>(reinterpret_cast<const uint16_t*>(buffer), lane, a.mods.inv_scale, s);
       else
         add_distances<kN>(a, lane, reinterpret_cast<const float*>(buffer), s);
       if (next_key0 >= 0) stage<C>(a, b, h, row0 - lane / 4, next_key0, buffer);
@@ -189,27 +191,6 @@ struct HopperHooks {
         for (int e = 0; e < 2; ++e)
           score_at(s, n, 2 * r + e) =
               fmaf(base[8 * (n - r) + e], a.mods.inv_scale, score_at(s, n, 2 * r + e));
-  }
-
-  // bias / scale added to each score (Hooks::score's units), read as Hooks::score reads module
-  // 07's bias tile: one ldmatrix.x4 per two 8-key chunks hands each lane its pairs, lanes
-  // 8m .. 8m + 7 pointing at row 8 (m % 2) + lane % 8 of chunk n + m / 2.
-  template <int kN>
-  static __device__ __forceinline__ void add_bias(const Args& a, int lane, const uint16_t* tile,
-                                                  float (&s)[kN / 2]) {
-    const int m = lane / 8, row8 = lane % 8, half = m / 2;
-    const uint32_t base = device::smem_u32(tile + (8 * (m % 2) + row8) * kN);
-    uint32_t pairs[4];
-#pragma unroll
-    for (int n = 0; n < kN / 8; ++n) {
-      if (n % 2 == 0) m07::ldmatrix_x4(pairs, base + (((n + half) ^ row8) << 4));
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float2 xy = device::pair_to_float2<T>(pairs[2 * (n % 2) + r]);
-        score_at(s, n, 2 * r) = fmaf(xy.x, a.mods.inv_scale, score_at(s, n, 2 * r));
-        score_at(s, n, 2 * r + 1) = fmaf(xy.y, a.mods.inv_scale, score_at(s, n, 2 * r + 1));
-      }
-    }
   }
 };
 

@@ -155,6 +155,31 @@ __device__ __forceinline__ float& score_at(float (&s)[kRegisters], int n, int c)
   return s[4 * n + c];
 }
 
+// The bias of one 16-row tile of scores added to them, over the softmax scale (the units of
+// Hooks::score): `rows` holds the tile's 16 rows of kKeys 16-bit values, in 16-byte chunks
+// swizzled chunk ^ row % 8, so the 8 rows an ldmatrix reads hit 32 banks. One ldmatrix.x4 per
+// two 8-key chunks hands each lane the pairs of its own scores (row lane / 4 (+ 8), keys
+// 2 (lane % 4) + {0, 1} of each chunk): the layout of the accumulator. Lanes 8m .. 8m + 7
+// point at row 8 (m % 2) + lane % 8 of chunk n + m / 2. Both kernels' bias tiles are read so
+// (Hooks::load_extras, hopper_hooks.cuh's copy_bias).
+template <class T, int kKeys, class Scores>
+__device__ __forceinline__ void add_bias_tile(const uint16_t* rows, int lane, float inv_scale,
+                                              Scores& s) {
+  const int m = lane / 8, row8 = lane % 8, half = m / 2;
+  const uint32_t base = device::smem_u32(rows + (8 * (m % 2) + row8) * kKeys);
+  uint32_t pairs[4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) {
+    if (n % 2 == 0) m07::ldmatrix_x4(pairs, base + (((n + half) ^ row8) << 4));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float2 xy = device::pair_to_float2<T>(pairs[2 * (n % 2) + r]);
+      score_at(s, n, 2 * r) = fmaf(xy.x, inv_scale, score_at(s, n, 2 * r));
+      score_at(s, n, 2 * r + 1) = fmaf(xy.y, inv_scale, score_at(s, n, 2 * r + 1));
+    }
+  }
+}
+
 // kScore, kRope and kDocuments are compile-time: a kernel carries only the code of the
 // modifiers it runs (module 07's kernel at D = 128 already uses all 255 registers; every extra
 // live value in the loop would spill).
@@ -269,44 +294,29 @@ struct Hooks {
     [[maybe_unused]] float slope = 0.f;  // in raw q.k units: slope / scale
     if constexpr (kScore == ScoreMod::alibi) slope = Steps::alibi_slope(h, p.heads) * a.inv_scale;
     [[maybe_unused]] const float* rel = a.rel_bias + int64_t(h) * (p.seq_q + p.seq_k - 1);
-    // The bias: one ldmatrix.x4 reads the bias of two 8-key chunks for the 16 rows, and hands
-    // each lane the pairs of its own scores (row lane / 4 (+ 8), keys 2 (lane % 4) + {0, 1} of
-    // each chunk): the layout of the mma's accumulator. Lanes 8m .. 8m + 7 point at row
-    // 8 (m % 2) + lane % 8 of chunk 2 k + m / 2, swizzled as load_extras stored it.
-    [[maybe_unused]] uint32_t bias_base = 0, bias_pairs[4];
-    [[maybe_unused]] int bias_row8 = 0, bias_half = 0;
-    if constexpr (kScore == ScoreMod::bias) {
-      const int m = lane / 8;
-      bias_row8 = lane % 8;  // tile_row % 16 == 0: the row's place in the swizzle
-      bias_half = m / 2;
-      bias_base = device::smem_u32(reinterpret_cast<const uint16_t*>(extra) +
-                                   (stage % kStages<C>) * kBiasTileElems<C> +
-                                   (tile_row + 8 * (m % 2) + bias_row8) * C::kKeys);
-    }
+    if constexpr (kScore == ScoreMod::bias) {  // tile_row % 16 == 0: rows keep their swizzle
+      add_bias_tile<T, C::kKeys>(reinterpret_cast<const uint16_t*>(extra) +
+                                     (stage % kStages<C>) * kBiasTileElems<C> +
+                                     tile_row * C::kKeys,
+                                 lane, a.inv_scale, s);
+    } else {
 #pragma unroll
-    for (int n = 0; n < C::kKeys / 8; ++n) {
-      if constexpr (kScore == ScoreMod::bias)
-        if (n % 2 == 0)
-          m07::ldmatrix_x4(bias_pairs, bias_base + (((n + bias_half) ^ bias_row8) << 4));
+      for (int n = 0; n < C::kKeys / 8; ++n) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = row0 + 8 * r;
-        [[maybe_unused]] float2 bias_xy;
-        if constexpr (kScore == ScoreMod::bias)
-          bias_xy = device::pair_to_float2<T>(bias_pairs[2 * (n % 2) + r]);
+        for (int r = 0; r < 2; ++r) {
+          const int i = row0 + 8 * r;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = key_lane + 8 * n + e;
-          float x = score_at(s, n, 2 * r + e);
-          if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
-          if constexpr (kScore == ScoreMod::softcap)  // the literal 1: no multiply by the cap
-            x = Steps::softcap(x, 1.0f, a.inv_softcap);
-          if constexpr (kScore == ScoreMod::bias)
-            x = fmaf(e == 0 ? bias_xy.x : bias_xy.y, a.inv_scale, x);
-          if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
-            x = fmaf(__ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2)),
-                     a.inv_scale, x);
-          score_at(s, n, 2 * r + e) = x;
+          for (int e = 0; e < 2; ++e) {
+            const int j = key_lane + 8 * n + e;
+            float x = score_at(s, n, 2 * r + e);
+            if constexpr (kScore == ScoreMod::alibi) x = Steps::alibi(x, slope, i + off - j);
+            if constexpr (kScore == ScoreMod::softcap)  // the literal 1: no multiply by the cap
+              x = Steps::softcap(x, 1.0f, a.inv_softcap);
+            if constexpr (kScore == ScoreMod::relative)  // clamped: padding rows and keys
+              x = fmaf(__ldg(rel + min(max(j - i + p.seq_q - 1, 0), p.seq_q + p.seq_k - 2)),
+                       a.inv_scale, x);
+            score_at(s, n, 2 * r + e) = x;
+          }
         }
       }
     }
