@@ -36,7 +36,7 @@ END = "<!-- end table -->"
 
 # Rows of the score table: the modifier, then the same with the causal mask.
 SCORE_GROUPS = [
-    ("ALiBi", "alibi"), ("bias [1, 1, N, N]", "bias"), ("soft-cap 30", "softcap"),
+    ("no modifier", "no modifier"), ("ALiBi", "alibi"), ("bias [1, 1, N, N]", "bias"), ("soft-cap 30", "softcap"),
     ("T5 relative", "relative"), ("RoPE interleaved", "rope interleaved"),
     ("RoPE half", "rope half"), ("RoPE interleaved, K in the tiles", "rope interl. in tiles"),
     ("RoPE half, K in the tiles", "rope half in tiles"),
@@ -119,9 +119,10 @@ def torch_table(data, torch_data):
     """Ours over PyTorch's time on the same variant and shape, from compare_torch_modifiers.py's
     file (same run as bench_12's): FlexAttention for the score modifiers and masks, SDPA's
     FLASH backend after RoPE applied with torch ops for RoPE. Ours is the kernel forward()
-    runs: module 09's where the file has it (wgmma records) and the variant has a modifier,
-    else module 07's. The plain rows set each kernel's unmasked time (its records'
-    plain_full_ms) beside FlexAttention's plain kernel."""
+    runs: module 09's where the file has it (wgmma records), else module 07's; for the plain
+    problem that is the "no modifier" record. The rows "module 07" and "module 09" set each
+    kernel's own unmasked time (its records' plain_full_ms) beside FlexAttention's plain
+    kernel."""
     recs = data["records"]
     theirs = {(r["variant"], r["head_dim"], r["seq"]): (r["backend"], r["ms"])
               for r in torch_data["records"]}
@@ -140,12 +141,13 @@ def torch_table(data, torch_data):
         return min(hit) if hit else None
 
     def ours(variant, d, n):
-        if variant == "plain (flex)":
+        if variant == "plain (module 07)":
             return plain("mma", d, n)
         if variant == "plain (module 09)":
             return plain("wgmma", d, n)
-        # forward() runs a problem without modifiers ("causal (07 rule)") on module 07's kernel
-        hopper = [r for r in recs if engine(r) == "wgmma" and r["modifiers"] != "none"]
+        if variant == "plain (flex)":
+            variant = "no modifier"
+        hopper = [r for r in recs if engine(r) == "wgmma"]
         return cell(hopper, variant, d, n, "ms") or cell(
             [r for r in recs if engine(r) == "mma"], variant, d, n, "ms")
 
@@ -153,18 +155,22 @@ def torch_table(data, torch_data):
     for (v, _, _) in theirs:
         if v not in names and not v.startswith("plain (sdpa"):
             names.append(v)
+    extra = ["plain (module 07)"]
     if any(engine(r) == "wgmma" for r in recs):
-        names.insert(1, "plain (module 09)")
-        for (v, d, n), value in list(theirs.items()):
-            if v == "plain (flex)":
-                theirs[("plain (module 09)", d, n)] = value
+        extra.append("plain (module 09)")
+    for e in reversed(extra):
+        names.insert(1, e)
+    for (v, d, n), value in list(theirs.items()):
+        if v == "plain (flex)":
+            for e in extra:
+                theirs[(e, d, n)] = value
     for v in names:
         backend = next(b for (vv, _, _), (b, _) in theirs.items() if vv == v)
         cells = []
         for d, n in cols:
             a, b = ours(v, d, n), theirs.get((v, d, n), (None, None))[1]
             cells.append(f"{a / b:.2f}" if a and b else "-")
-        label = "plain (module 07)" if v == "plain (flex)" else v
+        label = "plain (forward())" if v == "plain (flex)" else v
         out.append(f"| {label} | {backend} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 

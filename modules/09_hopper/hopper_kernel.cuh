@@ -488,10 +488,36 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
                                                    int m_block, int head, int batch,
                                                    KvTiles range, int first_kv,
                                                    uint32_t q_phase, char* mods_smem) {
-  const int tiles = range.count;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_in_group = warp % 4;
   const int first_row = m_block * C::kBlockM + consumer * C::kRowsPerConsumer;
+  // The K/V tiles this warpgroup computes: the block's range, or with module 12's mask the part
+  // of it that its own 64 rows see (a window of W keys shows 64 rows about W + 64 keys, the
+  // block's rows W + kBlockM). The `lead` tiles before that part and the ones after it are
+  // only waited for and released (pass_tile), with a turn each, so that the consumers' turns
+  // still add up.
+  int lead = 0, tiles = range.count;
+  if constexpr (Mods::kActive) {
+    int first = range.first, end = range.first;
+    if (first_row < a.seq_q)
+      Mods::block_tiles(mods, batch, first_row,
+                        min(first_row + C::kRowsPerConsumer, a.seq_q) - 1, C::kBlockN, first, end);
+    first = max(first, range.first);
+    end = min(end, range.first + range.count);
+    lead = first < end ? first - range.first : 0;
+    tiles = first < end ? end - first : 0;
+  }
+  auto pass_tile = [&](int j) {
+    const RingPosition ring(first_kv + j, C::kStages);
+    Steps::wait_k(plan, ring);
+    Steps::release_k(plan, ring, lane);
+    Steps::wait_v(plan, ring);
+    Steps::release_v(plan, ring, lane);
+    wait_for_turn<C>(consumer);
+    pass_turn<C>(consumer);
+  };
+  first_kv += lead;                           // from here on the warpgroup's own tiles
+  const int own_first = range.first + lead;   // the first of them
   const int row0 = first_row + 16 * warp_in_group + lane / 4;  // this thread's first row
   // This consumer's 64 rows of the Q tile and of the O tile (the same rows unless kSeparateO),
   // in every panel.
@@ -523,9 +549,9 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
                                : a.seq_k - 1;
   if constexpr (Mods::kActive)
     if (tiles > 0)
-      Mods::template start<C>(mods, batch, head, first_row, range.first * C::kBlockN, mods_smem);
+      Mods::template start<C>(mods, batch, head, first_row, own_first * C::kBlockN, mods_smem);
   auto softmax_of_tile = [&](int tile) {  // on s, in place
-    const int key0 = (range.first + tile) * C::kBlockN;
+    const int key0 = (own_first + tile) * C::kBlockN;
     if constexpr (Mods::kActive) {  // module 12: its modifier and mask instead of the above
       const int next_key0 = tile + 1 < tiles ? key0 + C::kBlockN : -1;
       Mods::template on_scores<C>(mods, batch, head, first_row, row0, key0, next_key0, lane, s,
@@ -546,6 +572,8 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
                                                         a.scale_log2);
   };
 
+  if constexpr (Mods::kActive)
+    for (int j = -lead; j < 0; ++j) pass_tile(j);
   if constexpr (C::kSchedule == Schedule::serial) {
     Steps::wait_q(plan, q_phase);
     for (int j = 0; j < tiles; ++j) {
@@ -626,6 +654,14 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
       wgmma_wait<0>();
       fence_registers(o);
       Steps::release_v(plan, ring, lane);
+    }
+  }
+  if constexpr (Mods::kActive) {
+    for (int j = tiles; j < range.count - lead; ++j) pass_tile(j);
+    // The pipeline above takes one turn more than it has tiles.
+    if (tiles == 0 && range.count > 0) {
+      wait_for_turn<C>(consumer);
+      pass_turn<C>(consumer);
     }
   }
 

@@ -378,12 +378,16 @@ Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& t
 #define ATTN_M12_DEFINE_ENTRY_POINTS(Steps)                                                   \
   Status forward(const Problem& p, const void* q, const void* k, const void* v, void* o,      \
                  cudaStream_t stream) {                                                       \
-    if (Status s = supports(p); !s) return s;                                                 \
-    return ::attn::m07::launch<::attn::m07::modifier_warp::WarpMma>(p, q, k, v, o, stream);   \
+    return forward(p, ModifierSpec{}, ModifierTensors{}, q, k, v, o, stream);                 \
   }                                                                                           \
   Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t,           \
                  const void* q, const void* k, const void* v, void* o, cudaStream_t stream) { \
-    if (!m.any()) return forward(p, q, k, v, o, stream);                                      \
+    /* Without modifiers: module 09's kernel where it runs (its hooks classify the tiles of */ \
+    /* the causal mask), module 07's own forward() elsewhere. */                              \
+    if (!m.any() && !::attn::m12::hopper_fits(p, m, q, k, v, o)) {                            \
+      if (Status s = supports(p); !s) return s;                                               \
+      return ::attn::m07::launch<::attn::m07::modifier_warp::WarpMma>(p, q, k, v, o, stream); \
+    }                                                                                         \
     return ::attn::m12::forward<Steps>(p, m, t, q, k, v, o, stream);                          \
   }                                                                                           \
   Status forward_on(Engine e, const Problem& p, const ModifierSpec& m,                        \
