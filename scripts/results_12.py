@@ -19,7 +19,8 @@ record: time over its baseline), so the documentation check (tests/test_docs.py)
   masks                      ratio = ms / (visible fraction + T / N) x that kernel's unmasked
                              ms: against a kernel that skips every masked tile perfectly and
                              pays for one T-key tile column of the diagonal (T = 64 for mma;
-                             128 and 160 for wgmma at d = 64 and 128).
+                             for wgmma 128 at d = 64, and at d = 128 160, or 128 for windows
+                             of up to 1024 keys).
 Records without an engine (files from before module 09's kernel ran the hooks) are mma.
 Standard library only.
 """
@@ -68,7 +69,7 @@ def ratio_text(x):
 ENGINE_TEXT = {
     "mma": ("module 07's kernel (mma.sync, every GPU from sm_80)", "module 07's", "64-key"),
     "wgmma": ("module 09's kernel (wgmma, Hopper)", "module 09's",
-              "128-key (d = 64) or 160-key (d = 128)"),
+              "128-key (d = 64, and windows up to 1024 at d = 128) or 160-key (d = 128)"),
 }
 
 

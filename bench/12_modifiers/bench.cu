@@ -7,8 +7,8 @@
 //   score modifiers and RoPE: time / the baseline's time with the same mask (target <= 1.10
 //     for the score modifiers, <= 1.05 for RoPE);
 //   masks: time / (visible fraction x the baseline's unmasked time + one tile column of keys:
-//     64 for mma; 128, 160 for wgmma at d = 64, 128), the time a kernel that skips masked
-//     tiles perfectly would take (target <= 1.10).
+//     64 for mma; for wgmma 128 at d = 64, at d = 128 160, or 128 for windows of up to 1024
+//     keys), the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
 // Writes one JSON file (--out) and prints a table.
 #include <cuda_runtime.h>
 
@@ -237,8 +237,12 @@ int main(int argc, char** argv) {
                      warmup, iters)
               .median_ms;
         };
-        // One tile column of keys of the engine's kernel (the masks' allowance).
-        const double tile_keys = !wgmma ? 64.0 : d == 64 ? 128.0 : 160.0;
+        // One tile column of keys of the kernel that runs the mask (the masks' allowance).
+        const auto tile_keys = [&](const Variant& var) {
+          if (!wgmma) return 64.0;
+          const bool narrow = var.m.window > 0 && var.m.window <= m12::kNarrowWindow;
+          return d == 64 || narrow ? 128.0 : 160.0;
+        };
         // The baseline is timed again next to each variant (with the variant's mask, and
         // unmasked for the masks' baseline): clocks and temperature drift over a run by a few
         // percent, more than some of the costs measured here.
@@ -276,7 +280,7 @@ int main(int argc, char** argv) {
           double predicted_ms;
           if (var.is_mask) {  // against a perfect skip: visible fraction of the full time
             const double fraction = double(pairs) / (double(batch) * n * n);
-            predicted_ms = t_base[0] * (fraction + tile_keys / n);
+            predicted_ms = t_base[0] * (fraction + tile_keys(var) / n);
           } else {
             predicted_ms = t_base[var.causal ? 1 : 0];
           }

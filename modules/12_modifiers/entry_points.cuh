@@ -197,7 +197,8 @@ using NarrowConfig = m07::Config<D, 4, 1, 64, 3, true,
 // at d = 64; 160-key tiles at d = 128, the widest that fit beside the separate O tile); and
 // for the bias and T5, whose buffers (hopper_hooks.cuh) need room: 128-key tiles at d = 128
 // (shared memory), and for the bias two consumer warpgroups at d = 64 (with three, 160
-// registers a thread are too few for its copy and reads: ptxas spills).
+// registers a thread are too few for its copy and reads: ptxas spills). Narrow windows at
+// d = 128 take the 128-key tiles too (launch_hopper).
 using HopperConfig64 = m09::Production64;
 using HopperConfig64Bias = m09::Production64ShortCausal;
 using HopperConfig128 = m09::Production128Wide;
@@ -225,6 +226,14 @@ Status launch_hopper(const Problem& p, const Args& a, const void* q, const void*
   const typename Mods::Args args{a, p};
   // As launch_modified: soft-capping puts the cap into the exponent.
   const double exponent_scale = kScore == ScoreMod::softcap ? double(a.softcap) : 0.0;
+  // A window of up to kNarrowWindow keys without a score modifier at d = 128: 128-key tiles,
+  // which carry less of the band's ragged ends than 160-key ones (window 256: 0.78-0.82 of the
+  // time; at d = 64 two consumer warpgroups instead of three were 1.06-1.13 slower:
+  // docs/results/bench12_narrow_*_h200_r*.json).
+  if constexpr (kScore == ScoreMod::none)
+    if (p.head_dim == 128 && a.rules.window > 0 && a.rules.window <= kNarrowWindow)
+      return m09::launch_config<HopperConfig128Staged, HopperSteps, kBf16, false, Mods>(
+          p, q, k, v, o, stream, nullptr, args, exponent_scale);
   if (p.head_dim == 64) {
     using C64 = std::conditional_t<kScore == ScoreMod::bias, HopperConfig64Bias, HopperConfig64>;
     return m09::launch_config<C64, HopperSteps, kBf16, false, Mods>(p, q, k, v, o, stream, nullptr,

@@ -7,9 +7,10 @@
 //     chunks laid end to end, which the score and mask hooks read through score_at;
 //   - a tile is classified for the warpgroup's 64 rows, because its four warps issue one wgmma
 //     together: a tile fully visible to all 64 rows skips the mask, any other is masked score
-//     by score (a tile masked for all 64 rows too: its products were issued anyway); the
-//     block's range of tiles is narrowed once, for the producer and the consumers alike
-//     (block_tiles);
+//     by score; the block's range of tiles is narrowed for the producer and the consumers
+//     alike (block_tiles), and each consumer warpgroup computes only the part of it that its
+//     own 64 rows see (block_tiles again, for those rows: the kernel waits for the other
+//     tiles and releases them);
 //   - what a modifier reads from memory (the bias tile; T5's values by distance) each consumer
 //     warp copies for its 16 rows of the next K/V tile into a buffer of its own (cp.async,
 //     while this tile's softmax runs), and reads from shared memory: the bias with ldmatrix as
