@@ -57,8 +57,9 @@ struct Variant {
 
 std::vector<Variant> variants(int n) {
   std::vector<Variant> v;
-  // No modifier through module 12's forward(): on the wgmma engine, the hooks' own cost (the
-  // classification of each tile) beside module 09's kernel without them.
+  // No modifier, through forward_on: the hooks' own cost on each kernel (the classification of
+  // each tile) beside the same kernel without them. (forward() itself runs it on module 09's
+  // kernel with the hooks on Hopper, on module 07's own kernel elsewhere.)
   v.push_back({"no modifier", ModifierSpec{}, false});
   for (bool causal : {false, true}) {
     const std::string tag = causal ? " causal" : "";
