@@ -234,6 +234,12 @@ TEST_CASE("both kernels: module 07's everywhere, module 09's on Hopper") {
   m = {};
   m.window = 17;
   cases.push_back({problem(1, 2, 1000, 65, 64, true), m});  // the first 935 rows: no key
+  m = {};
+  m.documents = true;  // module 09's kernel: the range of tiles searched by a warp
+  cases.push_back({problem(2, 4, 1000, 1000, 128, true), m});
+  cases.push_back({problem(1, 2, 333, 4097, 64, false, DType::f16), m});
+  m.window = 100;
+  cases.push_back({problem(2, 3, 777, 1000, 64, true), m});
   for (m12::Engine e : {m12::Engine::mma, m12::Engine::wgmma}) {
     if (e == m12::Engine::wgmma && !hopper_kernel_runs()) {
       MESSAGE("module 09's kernel not checked: it needs a Hopper GPU and a build with sm_90a "

@@ -114,9 +114,11 @@ void equal_documents(const Problem& p, ModifierInputs& mi) {
   }
 }
 
-// Module 09's kernel runs score modifiers and masks, without RoPE or documents.
+// Module 09's kernel runs score modifiers and masks, without RoPE, documents only without a
+// score modifier.
 bool runs_on_wgmma(const Variant& var) {
-  return var.m.rope == RopeStyle::none && !var.m.documents && !var.rope_in_tiles;
+  return var.m.rope == RopeStyle::none && !var.rope_in_tiles &&
+         (!var.m.documents || var.m.score == ScoreMod::none);
 }
 
 Status forward_on(m12::Engine e, const Variant& var, const Problem& p, const ModifierSpec& m,

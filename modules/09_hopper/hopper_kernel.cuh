@@ -264,10 +264,12 @@ __device__ inline int kv_tiles_for_block(const KernelArgs& a, int m_block) {
 //   start        a consumer's first K/V tile is next (what the tile reads is copied ahead);
 //   on_scores    a tile of S as the wgmma left it: the modifier on each score, the mask where
 //                the tile needs it, before the online softmax;
-//   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (those copies).
+//   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (those copies);
+//   kWarpRange   block_tiles needs a whole warp (the producer's loop then runs on one).
 // Module 09 itself runs without: NoMods.
 struct NoMods {
   static constexpr bool kActive = false;
+  static constexpr bool kWarpRange = false;
   struct Args {};
   template <class C>
   static constexpr int kExtraSmemBytes = 0;
@@ -750,18 +752,25 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (warpgroup == 0) {
     // The producer: one thread issues every copy; the warpgroup gives most of its registers to
-    // the consumers.
+    // the consumers. With module 12's hooks the whole warp runs the loop, since a mask's range
+    // of tiles may take a search by the warp (Mods::kWarpRange: documents); lane 0 still issues
+    // every copy and arrive.
     registers_release<C::kProducerRegisters>();
-    if (warp == 0 && lane == 0) {
+    constexpr bool kWarpLoop = Mods::kActive && Mods::kWarpRange;
+    const bool leader = !kWarpLoop || lane == 0;  // the thread that issues (true: a constant)
+    if (warp == 0 && (kWarpLoop || lane == 0)) {
       int kv_count = 0;
       uint32_t fill = 0;
       for (int work = blockIdx.x;; ++fill) {
         plan.wait(q_empty, 0, (fill & 1) ^ 1);  // the consumers are done with the last Q
-        if (plan.gave_up()) break;
+        // (With the warp: the same answer for every lane.)
+        if (kWarpLoop ? __any_sync(0xffffffffu, plan.gave_up()) != 0 : plan.gave_up()) break;
         if (work >= a.work_tiles) {
           if constexpr (C::kDynamic) {  // tell the consumers there is no more work
-            plan.set_work(fill, -1);
-            plan.arrive(work_full, 0);
+            if (leader) {
+              plan.set_work(fill, -1);
+              plan.arrive(work_full, 0);
+            }
           }
           break;
         }
@@ -769,22 +778,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         decode(work, m_block, head, batch);
         const int kv_head = head / (a.heads / a.kv_heads);
         const KvTiles range = kv_tiles_of<C, kCausal, Mods>(a, mods, m_block, batch);
-        if constexpr (C::kDynamic) {
-          plan.set_work(fill, work);
-          plan.arrive(work_full, 0);
+        if (leader) {
+          if constexpr (C::kDynamic) {
+            plan.set_work(fill, work);
+            plan.arrive(work_full, 0);
+          }
+          Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
+          for (int j = 0; j < range.count && !plan.gave_up(); ++j)
+            Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
+                                (range.first + j) * C::kBlockN, kv_head, batch);
         }
-        Steps::load_q(plan, &maps.q, m_block * C::kBlockM, head, batch);
-        for (int j = 0; j < range.count && !plan.gave_up(); ++j)
-          Steps::load_kv_tile(plan, &maps.k, &maps.v, RingPosition(kv_count + j, C::kStages),
-                              (range.first + j) * C::kBlockN, kv_head, batch);
         kv_count += range.count;
         // The next work tile. The producer runs ahead of the consumers (its last copies were
         // issued as ring slots freed up), so the atomic's round trip to L2 overlaps their work.
-        if constexpr (C::kDynamic)
-          work = static_cast<int>(gridDim.x) + atomicAdd(a.work_counter, 1);
-        else
+        if constexpr (C::kDynamic) {
+          if (leader) work = static_cast<int>(gridDim.x) + atomicAdd(a.work_counter, 1);
+          if constexpr (kWarpLoop) work = __shfl_sync(0xffffffffu, work, 0);
+        } else {
           work += static_cast<int>(gridDim.x);
+        }
       }
+      if constexpr (kWarpLoop)
+        if (!leader) return;  // as the producer warpgroup's other threads
       if constexpr (C::kDynamic) {
         // Every block draws from the counter until it passes the last tile, then counts itself
         // out; the last one out resets the counter for the next launch on this stream.

@@ -205,22 +205,25 @@ using HopperConfig128 = m09::Production128Wide;
 using HopperConfig128Staged = m09::Production128ShortCausal;
 
 // Whether module 09's kernel runs this call: a Hopper GPU and a build with sm_90a code, rows
-// TMA can read, head_dim 64 or 128, and no RoPE or documents (hopper_hooks.cuh). Else the
-// reason, in one line.
+// TMA can read, head_dim 64 or 128, no RoPE, documents only without a score modifier
+// (hopper_hooks.cuh). Else the reason, in one line.
 inline Status hopper_fits(const Problem& p, const ModifierSpec& m, const void* q, const void* k,
                           const void* v, const void* o) {
-  if (m.rope != RopeStyle::none || m.documents)
-    return Status::error("module 12 runs RoPE and documents on module 07's kernel only");
+  if (m.rope != RopeStyle::none)
+    return Status::error("module 12 runs RoPE on module 07's kernel only");
+  if (m.documents && m.score != ScoreMod::none)
+    return Status::error("module 12 runs documents with a score modifier on module 07's kernel "
+                         "only");
   if (p.head_dim != 64 && p.head_dim != 128)
     return Status::error("module 12 runs module 09's kernel for head_dim 64 or 128 only (got " +
                          std::to_string(p.head_dim) + ")");
   return m09::check_launch(p, q, k, v, o);
 }
 
-template <class Steps, class T, ScoreMod kScore>
+template <class Steps, class T, ScoreMod kScore, bool kDocuments = false>
 Status launch_hopper(const Problem& p, const Args& a, const void* q, const void* k,
                      const void* v, void* o, cudaStream_t stream) {
-  using Mods = HopperHooks<Steps, T, kScore>;
+  using Mods = HopperHooks<Steps, T, kScore, kDocuments>;
   using HopperSteps = m09::modifier_wgmma::HopperSteps;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   const typename Mods::Args args{a, p};
@@ -230,7 +233,7 @@ Status launch_hopper(const Problem& p, const Args& a, const void* q, const void*
   // which carry less of the band's ragged ends than 160-key ones (window 256: 0.78-0.82 of the
   // time; at d = 64 two consumer warpgroups instead of three were 1.06-1.13 slower:
   // docs/results/bench12_narrow_*_h200_r*.json).
-  if constexpr (kScore == ScoreMod::none)
+  if constexpr (kScore == ScoreMod::none && !kDocuments)
     if (p.head_dim == 128 && a.rules.window > 0 && a.rules.window <= kNarrowWindow)
       return m09::launch_config<HopperConfig128Staged, HopperSteps, kBf16, false, Mods>(
           p, q, k, v, o, stream, nullptr, args, exponent_scale);
@@ -249,7 +252,9 @@ Status launch_hopper_for_score(const Problem& p, const ModifierSpec& m, const Ar
                                const void* q, const void* k, const void* v, void* o,
                                cudaStream_t stream) {
   switch (m.score) {
-    case ScoreMod::none: return launch_hopper<Steps, T, ScoreMod::none>(p, a, q, k, v, o, stream);
+    case ScoreMod::none:
+      return m.documents ? launch_hopper<Steps, T, ScoreMod::none, true>(p, a, q, k, v, o, stream)
+                         : launch_hopper<Steps, T, ScoreMod::none>(p, a, q, k, v, o, stream);
     case ScoreMod::alibi: return launch_hopper<Steps, T, ScoreMod::alibi>(p, a, q, k, v, o, stream);
     case ScoreMod::bias: return launch_hopper<Steps, T, ScoreMod::bias>(p, a, q, k, v, o, stream);
     case ScoreMod::softcap:

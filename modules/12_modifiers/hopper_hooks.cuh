@@ -19,8 +19,10 @@
 //     (docs/results/bench12_wgmma_first_h200.txt). A bias tile per ring slot, filled by the
 //     producer, would not fit beside module 09's K/V ring at d = 128; 128-key tiles make room
 //     for these.
-// Documents (their search needs a whole warp; the producer is one thread) and RoPE (Q and K
-// arrive by TMA, straight from global memory) stay on module 07's kernel.
+// Documents (kDocuments) run here without a score modifier: their range of tiles is a search
+// by a whole warp, so the producer's loop runs on a warp (kWarpRange), and each consumer warp
+// searches for itself. RoPE (Q and K arrive by TMA, straight from global memory) stays on
+// module 07's kernel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,14 +39,16 @@
 
 namespace attn::m12 {
 
-template <class Steps, class T, ScoreMod kScore>
+template <class Steps, class T, ScoreMod kScore, bool kDocuments = false>
 struct HopperHooks {
   static constexpr bool kActive = true;
+  // The documents' range of tiles is a search by a whole warp (first_at_least).
+  static constexpr bool kWarpRange = kDocuments;
   // The bias and T5's values are staged and added here (they are read from memory); ALiBi and
   // soft-capping by the hooks of module 07's kernel.
   static constexpr bool kStaged = kScore == ScoreMod::bias || kScore == ScoreMod::relative;
   static constexpr ScoreMod kHookScore = kStaged ? ScoreMod::none : kScore;
-  using Mma = Hooks<Steps, T, kHookScore, RopeWhere::none, false>;
+  using Mma = Hooks<Steps, T, kHookScore, RopeWhere::none, kDocuments>;
   struct Args {
     m12::Args mods;
     Problem p;
