@@ -39,7 +39,8 @@ END = "<!-- end table -->"
 SCORE_GROUPS = [
     ("no modifier", "no modifier"), ("ALiBi", "alibi"), ("bias [1, 1, N, N]", "bias"),
     ("soft-cap 30", "softcap"), ("T5 relative", "relative"),
-    ("RoPE interleaved", "rope interleaved"), ("RoPE half", "rope half"), ("RoPE interleaved, K in the tiles", "rope interl. in tiles"),
+    ("RoPE interleaved", "rope interleaved"), ("RoPE half", "rope half"),
+    ("RoPE interleaved, K in the tiles", "rope interl. in tiles"),
     ("RoPE half, K in the tiles", "rope half in tiles"),
 ]
 
