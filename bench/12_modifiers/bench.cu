@@ -9,6 +9,8 @@
 //   masks: time / (visible fraction x the baseline's unmasked time + one tile column of keys:
 //     64 for mma; for wgmma 128 at d = 64, at d = 128 160, or 128 for windows of up to 1024
 //     keys), the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
+// RoPE's rows also carry its K pass timed alone (k_pass_ms, k_pass_gbs: K read and written)
+// beside a copy of K (copy_gbs), both replayed from CUDA graphs (common/timing.h).
 // Writes one JSON file (--out) and prints a table.
 #include <cuda_runtime.h>
 
@@ -172,8 +174,10 @@ int main(int argc, char** argv) {
   std::vector<int> seqs = {1024, 4096, 16384};
   std::vector<int> dims = {64, 128};
   std::vector<std::string> engines = {"mma", "wgmma"};
+  std::vector<std::string> only;
   int warmup = 5, iters = 20;
   app.add_option("--out", out, "JSON output file");
+  app.add_option("--variants", only, "only the variants whose name contains one of these");
   app.add_option("--seqs", seqs, "sequence lengths (B = 16384 / N)");
   app.add_option("--dims", dims, "head dims (H = 2048 / d)");
   app.add_option("--engines", engines, "mma (module 07's kernel), wgmma (module 09's, Hopper)")
@@ -196,12 +200,17 @@ int main(int argc, char** argv) {
         engines.erase(wgmma);
       }
     }
+    const auto chosen = [&](const Variant& var) {
+      return only.empty() || std::any_of(only.begin(), only.end(), [&](const std::string& w) {
+               return var.name.find(w) != std::string::npos;
+             });
+    };
     // Checks first: a variant that fails is not timed.
     bool all_ok = true;
     for (const std::string& e : engines)
       for (int d : dims)
         for (const Variant& var : variants(4096)) {
-          if (e == "wgmma" && !runs_on_wgmma(var)) continue;
+          if ((e == "wgmma" && !runs_on_wgmma(var)) || !chosen(var)) continue;
           double err = 0;
           const bool ok = check_variant(var, engine_of(e), d, 12345, &err);
           std::printf("check %-5s %-22s d=%-3d %s (rel L2 %.2e)\n", e.c_str(), var.name.c_str(),
@@ -251,7 +260,7 @@ int main(int argc, char** argv) {
         // percent, more than some of the costs measured here.
         double t_base[2] = {0, 0}, t07 = 0;
         for (const Variant& var : variants(n)) {
-          if (wgmma && !runs_on_wgmma(var)) continue;
+          if ((wgmma && !runs_on_wgmma(var)) || !chosen(var)) continue;
           Problem p = base;
           p.causal = var.causal;
           ModifierSpec m = var.m;
@@ -288,6 +297,30 @@ int main(int argc, char** argv) {
             predicted_ms = t_base[var.causal ? 1 : 0];
           }
           const double ratio = ms / predicted_ms;
+          // RoPE with K turned once per call: the K pass alone (read K, write it turned), the
+          // part of the cost that does not shrink with the attention's work. It takes tens of
+          // microseconds, about what a launch takes on the host: replayed from a graph.
+          // Its ceiling: a device-to-device copy of K, timed the same way.
+          double k_pass_ms = 0, copy_ms = 0;
+          if (!wgmma && m.rope != RopeStyle::none && !var.rope_in_tiles) {
+            using Steps = m12::solution::ModifierSteps;
+            DeviceBuffer<uint16_t> k_rot(p.kv_elements());
+            k_pass_ms = time_replayed(
+                            [&](cudaStream_t s) {
+                              check_status(m12::rotate_keys<Steps>(p, m.rope, m.rope_base,
+                                                                   k.get(), k_rot.get(), s));
+                            },
+                            10, warmup, iters)
+                            .median_ms;
+            copy_ms = time_replayed(
+                          [&](cudaStream_t s) {
+                            ATTN_CUDA_CHECK(cudaMemcpyAsync(k_rot.get(), k.get(),
+                                                            k.size() * 2,
+                                                            cudaMemcpyDeviceToDevice, s));
+                          },
+                          10, warmup, iters)
+                          .median_ms;
+          }
           std::printf("%-5s %-22s %4d %6d %10.4f %10.4f %8.3f %8.3f %8.1f\n", engine.c_str(),
                       var.name.c_str(), d, n, ms, predicted_ms, ratio, ms / t07,
                       flops / ms * 1e-9);
@@ -301,7 +334,15 @@ int main(int argc, char** argv) {
                << ", \"plain_ms\": " << t_base[var.causal ? 1 : 0]
                << ", \"plain_full_ms\": " << t_base[0] << ", \"module07_ms\": " << t07
                << ", \"ratio\": " << ratio << ", \"visible_pairs\": " << pairs
-               << ", \"tflops\": " << flops / ms * 1e-9 << "}";
+               << ", \"tflops\": " << flops / ms * 1e-9;
+          if (k_pass_ms > 0) {
+            const double bytes = 2.0 * double(p.kv_elements()) * 2;  // K read and written
+            std::printf("      K pass alone %.4f ms, %.0f GB/s (a copy of K: %.0f GB/s)\n",
+                        k_pass_ms, bytes / k_pass_ms * 1e-6, bytes / copy_ms * 1e-6);
+            json << ", \"k_pass_ms\": " << k_pass_ms << ", \"k_pass_gbs\": "
+                 << bytes / k_pass_ms * 1e-6 << ", \"copy_gbs\": " << bytes / copy_ms * 1e-6;
+          }
+          json << "}";
           first_record = false;
         }
       }

@@ -279,14 +279,21 @@ struct NoMods {
 struct KvTiles {
   int first, count;
 };
+// Module 12: the K/V tiles that rows [q0, q0 + rows) see under its mask (the rows past seq_q
+// left out; none if q0 is past it).
+template <class C, class Mods>
+__device__ inline KvTiles tiles_seen_by(const KernelArgs& a, const typename Mods::Args& mods,
+                                        int batch, int q0, int rows) {
+  int first = 0, end = 0;
+  if (q0 < a.seq_q)
+    Mods::block_tiles(mods, batch, q0, min(q0 + rows, a.seq_q) - 1, C::kBlockN, first, end);
+  return {first, end - first};
+}
 template <class C, bool kCausal, class Mods>
 __device__ inline KvTiles kv_tiles_of(const KernelArgs& a, const typename Mods::Args& mods,
                                       int m_block, int batch) {
   if constexpr (Mods::kActive) {
-    const int q0 = m_block * C::kBlockM;
-    int first = 0, end = 0;
-    Mods::block_tiles(mods, batch, q0, min(q0 + C::kBlockM, a.seq_q) - 1, C::kBlockN, first, end);
-    return {first, end - first};
+    return tiles_seen_by<C, Mods>(a, mods, batch, m_block * C::kBlockM, C::kBlockM);
   } else {
     return {0, kv_tiles_for_block<C, kCausal>(a, m_block)};
   }
@@ -500,12 +507,9 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
   // still add up.
   int lead = 0, tiles = range.count;
   if constexpr (Mods::kActive) {
-    int first = range.first, end = range.first;
-    if (first_row < a.seq_q)
-      Mods::block_tiles(mods, batch, first_row,
-                        min(first_row + C::kRowsPerConsumer, a.seq_q) - 1, C::kBlockN, first, end);
-    first = max(first, range.first);
-    end = min(end, range.first + range.count);
+    const KvTiles own = tiles_seen_by<C, Mods>(a, mods, batch, first_row, C::kRowsPerConsumer);
+    const int first = max(own.first, range.first);
+    const int end = min(own.first + own.count, range.first + range.count);
     lead = first < end ? first - range.first : 0;
     tiles = first < end ? end - first : 0;
   }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/cuda_check.h"
 #include "common/device.h"
@@ -43,32 +44,27 @@
 
 namespace attn::m12 {
 
-// RoPE's table (modifier_hooks.cuh) for (device, base, head_dim, row step): built once per
-// such key into a device buffer of its own that lives as long as the program (a handful of
-// keys in practice, 1 KiB each), so a launch never rewrites a table that a kernel on another
-// stream may still read. The frequencies come from Steps::rope_frequency in double; hi + lo
-// holds each to ~2^-48.
-template <class Steps>
-Status rope_table(double base, int head_dim, int row_step, const float4** table_out) {
+// RoPE's tables, each built once per key (device, base, head_dim, and a fourth number) into a
+// device buffer of its own that lives as long as the program (a handful of keys in practice,
+// 1 KiB each), so a launch never rewrites a table that a kernel on another stream may still
+// read. The frequencies come from Steps::rope_frequency in double (one map per Steps: the
+// exercise's and the solution's may differ); hi + lo holds each to ~2^-48.
+template <class Steps, class V>
+Status rope_table_once(double base, int head_dim, int fourth, int entries,
+                       void (*fill)(V*, double, int, int), const V** table_out) {
   static std::mutex lock;
-  static std::map<std::tuple<int, double, int, int>, float4*> tables;
+  static std::map<std::tuple<int, double, int, int>, V*> tables;
   int device = 0;
   ATTN_CUDA_RETURN(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> guard(lock);
-  float4*& table = tables[{device, base, head_dim, row_step}];
+  V*& table = tables[{device, base, head_dim, fourth}];
   if (!table) {
-    float4 host[kMaxRopeFrequencies] = {};
-    for (int m = 0; m < head_dim / 2; ++m) {
-      const double theta = Steps::rope_frequency(m, head_dim, base);
-      const double turns = theta / (2.0 * M_PI);
-      host[m].x = float(turns);
-      host[m].y = float(turns - double(host[m].x));
-      host[m].z = float(std::cos(row_step * theta));
-      host[m].w = float(std::sin(row_step * theta));
-    }
-    float4* buffer = nullptr;
-    ATTN_CUDA_RETURN(cudaMalloc(&buffer, sizeof(host)));
-    if (cudaError_t e = cudaMemcpy(buffer, host, sizeof(host), cudaMemcpyHostToDevice);
+    std::vector<V> host(size_t(entries), V{});
+    fill(host.data(), base, head_dim, fourth);
+    V* buffer = nullptr;
+    ATTN_CUDA_RETURN(cudaMalloc(&buffer, sizeof(V) * host.size()));
+    if (cudaError_t e = cudaMemcpy(buffer, host.data(), sizeof(V) * host.size(),
+                                   cudaMemcpyHostToDevice);
         e != cudaSuccess) {
       cudaFree(buffer);
       ATTN_CUDA_RETURN(e);
@@ -77,6 +73,48 @@ Status rope_table(double base, int head_dim, int row_step, const float4** table_
   }
   *table_out = table;
   return Status::ok();
+}
+
+// Frequency theta in turns per position, as hi + lo.
+inline float2 turns_hi_lo(double theta) {
+  const double turns = theta / (2.0 * M_PI);
+  const float hi = float(turns);
+  return {hi, float(turns - double(hi))};
+}
+
+// The table of the kernels (modifier_hooks.cuh), one entry per frequency m: (hi, lo, and the
+// cos, sin of row_step x theta_m, the turn from one of a thread's rows to its next).
+template <class Steps>
+Status rope_table(double base, int head_dim, int row_step, const float4** table_out) {
+  return rope_table_once<Steps, float4>(
+      base, head_dim, row_step, kMaxRopeFrequencies,
+      [](float4* t, double base, int head_dim, int row_step) {
+        for (int m = 0; m < head_dim / 2; ++m) {
+          const double theta = Steps::rope_frequency(m, head_dim, base);
+          const float2 turns = turns_hi_lo(theta);
+          t[m] = {turns.x, turns.y, float(std::cos(row_step * theta)),
+                  float(std::sin(row_step * theta))};
+        }
+      },
+      table_out);
+}
+
+// The K pass's table, one entry per feature in the order its lanes read them: entry
+// e * (head_dim / 8) + c is feature 8c + e's frequency (its pair's, Steps::rope_pair), so the
+// lanes of a warp, one 16-byte chunk c each, read neighbouring entries (one 128-byte line)
+// instead of entries 8 apart (a line each).
+template <class Steps>
+Status rope_feature_table(RopeStyle style, double base, int head_dim, const float2** table_out) {
+  return rope_table_once<Steps, float2>(
+      base, head_dim, int(style), kMaxRopeFrequencies * 2,
+      [](float2* t, double base, int head_dim, int style) {
+        const int chunks = head_dim / 8;
+        for (int f = 0; f < head_dim; ++f) {
+          const int m = Steps::rope_pair(RopeStyle(style), f, head_dim).m;
+          t[(f % 8) * chunks + f / 8] = turns_hi_lo(Steps::rope_frequency(m, head_dim, base));
+        }
+      },
+      table_out);
 }
 
 template <class Steps, class T, class C, ScoreMod kScore, RopeWhere kRope, bool kDocuments>
@@ -138,47 +176,96 @@ Status launch_for_score(const Problem& p, const ModifierSpec& m, const Args& a, 
   return Status::error("module 12: unknown score modifier");
 }
 
-// Chunk c (features 8c .. 8c + 7) of a 16-byte aligned row at position pos, turned by RoPE:
-// each feature with its partner (Steps::rope_pair), read from the partner's chunk of the same
-// row, and rounded to T. Shared by the K pass below and the QKV split pass (projections.cuh).
-template <class Steps, class T>
-__device__ __forceinline__ uint4 rotate_chunk(const uint16_t* row, int c, int head_dim, int pos,
-                                              RopeStyle style, const float4* table) {
-  const int pc = Steps::rope_pair(style, 8 * c, head_dim).partner / 8;
-  const uint4 own = *reinterpret_cast<const uint4*>(row + 8 * c);
-  const uint4 other = *reinterpret_cast<const uint4*>(row + 8 * pc);
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
-  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
-  uint16_t r[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
-    const float self = bits_to_float<T>(x[e]);
-    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
-    float cs, sn;
-    rope_cos_sin(pos, __ldg(table + pr.m), cs, sn);
-    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
-  }
-  return *reinterpret_cast<const uint4*>(r);
-}
-
 // RoPE on the keys, once per call: K [batch, kv_heads, seq_k, head_dim] (any strides) ->
 // out, dense BHSD, each element turned at its key's position and rounded to 16 bits, as
-// applying RoPE beforehand does. One thread per 16-byte chunk of a key row.
-template <class Steps, class T>
-__global__ void rotate_keys_kernel(Problem p, RopeStyle style, const float4* __restrict__ table,
+// applying RoPE beforehand does. A memory-bound pass, K read once and written once, so the
+// arithmetic per byte must stay small enough to hide under the copy:
+//   - a thread takes a key's chunk c whose first feature leads its pair (Steps::rope_pair),
+//     with the partner chunk (the half-split convention: c + head_dim / 16) or within the
+//     same chunk (interleaved): one angle, one __sincosf, turns two features;
+//   - the lead chunks are the first `leads` of a row in both conventions, so threadIdx.x is
+//     c and every lane has work (the other chunks' lanes would idle half of each warp);
+//   - the angles' table is in the lanes' order (rope_feature_table), the style a template;
+//   - the grid's y is the (batch, kv_head) pair (from bh0: one launch per 65535 of them), so no
+//     thread divides a 64-bit index.
+// On an H200 this runs at 2.8 (half) to 3.6 (interleaved) TB/s, counting K read and written,
+// where a plain copy runs at 4.0. Slower there: one thread per chunk computing its own eight
+// features (each angle twice), several keys per thread, angles turned from key to key.
+template <class Steps, class T, RopeStyle kStyle>
+__global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict__ table,
                                    const uint16_t* __restrict__ k, uint16_t* __restrict__ out) {
-  const int chunks = p.head_dim / 8;
-  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t rows = int64_t(p.batch) * p.kv_heads * p.seq_k;
-  if (idx >= rows * chunks) return;
-  const int c = int(idx % chunks);
-  const int64_t row = idx / chunks;
-  const int j = int(row % p.seq_k);
-  const int h = int(row / p.seq_k % p.kv_heads), b = int(row / p.seq_k / p.kv_heads);
+  const int c = int(threadIdx.x), j = int(blockIdx.x * blockDim.y + threadIdx.y);
+  if (j >= p.seq_k) return;
+  const int head_dim = p.head_dim, chunks = head_dim / 8;
+  const RopePair lead = Steps::rope_pair(kStyle, 8 * c, head_dim);
+  if (!lead.first) return;  // (only with a rope_pair whose lead chunks are not a prefix)
+  const int pc = lead.partner / 8;
+  const int bh = bh0 + int(blockIdx.y), b = bh / p.kv_heads, h = bh % p.kv_heads;
   const uint16_t* src = k + Problem::offset(p.k, b, h, j);
-  *reinterpret_cast<uint4*>(out + row * p.head_dim + 8 * c) =
-      rotate_chunk<Steps, T>(src, c, p.head_dim, j, style, table);
+  uint16_t* dst = out + (int64_t(bh) * p.seq_k + j) * head_dim;
+  const uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  const uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+  uint16_t r_own[8], r_other[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const RopePair pr = Steps::rope_pair(kStyle, 8 * c + e, head_dim);
+    if (!pr.first) continue;  // turned with its pair's first feature
+    // The partner sits at the same place of the other chunk (half) or next door in this one
+    // (interleaved): constant indices keep the chunks in registers.
+    const bool same_place = pr.partner - 8 * pc == e;
+    const float self = bits_to_float<T>(x[e]);
+    const float mate = bits_to_float<T>(same_place ? y[e] : x[e ^ 1]);
+    float cs, sn;
+    rope_cos_sin(j, __ldg(table + e * chunks + c), cs, sn);
+    r_own[e] = float_to_bits<T>(self * cs - mate * sn);
+    const uint16_t turned_mate = float_to_bits<T>(self * sn + mate * cs);
+    if (same_place)
+      r_other[e] = turned_mate;
+    else
+      r_own[e ^ 1] = turned_mate;
+  }
+  *reinterpret_cast<uint4*>(dst + 8 * c) = *reinterpret_cast<const uint4*>(r_own);
+  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = *reinterpret_cast<const uint4*>(r_other);
+}
+
+// Launches rotate_keys_kernel: K -> k_rot, dense BHSD (kv_elements of p), turned by RoPE.
+template <class Steps>
+Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const void* k,
+                   void* k_rot, cudaStream_t stream) {
+  const int chunks = p.head_dim / 8;  // 1 .. 16 (supports())
+  int leads = 0;                      // the chunks that lead their pairs: a prefix of the row
+  while (leads < chunks && Steps::rope_pair(style, 8 * leads, p.head_dim).first) ++leads;
+  if (leads == 0)
+    return Status::error("module 12: rope_pair must mark feature 0 the first of its pair");
+  const float2* table = nullptr;
+  if (Status s = rope_feature_table<Steps>(style, rope_base, p.head_dim, &table); !s) return s;
+  const dim3 threads(unsigned(leads), unsigned(256 / leads));  // x: lead chunk, y: key
+  const unsigned key_blocks = unsigned((p.seq_k + threads.y - 1) / threads.y);
+  const auto* src = static_cast<const uint16_t*>(k);
+  auto* dst = static_cast<uint16_t*>(k_rot);
+  const bool bf16 = p.dtype == DType::bf16;
+  constexpr RopeStyle kHalf = RopeStyle::half, kInterleaved = RopeStyle::interleaved;
+  // One launch per 65535 (batch, kv_head) pairs, the grid's y limit.
+  const int heads = p.batch * p.kv_heads;  // < 2^31 (validate())
+  for (int bh0 = 0; bh0 < heads; bh0 += 65535) {
+    const dim3 grid(key_blocks, unsigned(std::min(heads - bh0, 65535)));
+    if (style == kHalf && bf16)
+      rotate_keys_kernel<Steps, __nv_bfloat16, kHalf>
+          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    else if (style == kHalf)
+      rotate_keys_kernel<Steps, __half, kHalf>
+          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    else if (bf16)
+      rotate_keys_kernel<Steps, __nv_bfloat16, kInterleaved>
+          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    else
+      rotate_keys_kernel<Steps, __half, kInterleaved>
+          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    ATTN_CUDA_RETURN(cudaGetLastError());
+  }
+  return Status::ok();
 }
 
 // Narrow windows: 64 queries per block (one 16-row tile per warp, 168 registers), three
@@ -273,6 +360,19 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
                const void* k, const void* v, void* o, cudaStream_t stream) {
   if (Status s = supports(p, m); !s) return s;
   if (Status s = require_sm80("module 12"); !s) return s;  // common/device.h
+  // Module 09's kernel: where it runs (automatic) or always (wgmma).
+  bool on_hopper = false;
+  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q) {
+    const Status fits = hopper_fits(p, m, q, k, v, o);
+    if (kEngine == Engine::wgmma && !fits) return fits;
+    on_hopper = fits.is_ok();
+  } else if constexpr (kEngine == Engine::wgmma) {
+    return Status::error("module 12 runs RoPE in the tiles on module 07's kernel only");
+  }
+  // Without modifiers, elsewhere: module 07's own kernel, which also takes rows that are not
+  // 16-byte aligned (Engine::mma keeps the hooks, to measure what they cost).
+  if (kEngine == Engine::automatic && !m.any() && !on_hopper)
+    return m07::launch<m07::modifier_warp::WarpMma>(p, q, k, v, o, stream);
   if (!(rows_aligned16(q, p.q, 2) && rows_aligned16(k, p.k, 2) && rows_aligned16(v, p.v, 2) &&
         rows_aligned16(o, p.o, 2)))
     return Status::error("module 12 moves rows in 16-byte pieces: every row of Q, K, V and O "
@@ -292,16 +392,11 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.rel_bias = t.rel_bias;
   a.rope = m.rope;
   a.inv_softcap = m.softcap > 0 ? float(p.softmax_scale() / m.softcap) : 0.0f;
-  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q) {
-    const Status fits = hopper_fits(p, m, q, k, v, o);
-    if (kEngine == Engine::wgmma && !fits) return fits;
-    if (fits)
+  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q)
+    if (on_hopper)
       return p.dtype == DType::bf16
                  ? launch_hopper_for_score<Steps, __nv_bfloat16>(p, m, a, q, k, v, o, stream)
                  : launch_hopper_for_score<Steps, __half>(p, m, a, q, k, v, o, stream);
-  } else if constexpr (kEngine == Engine::wgmma) {
-    return Status::error("module 12 runs RoPE in the tiles on module 07's kernel only");
-  }
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
     const bool bf16 = p.dtype == DType::bf16;
@@ -326,20 +421,10 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
       Problem pk = p;
       pk.k = Strides{int64_t(p.kv_heads) * p.seq_k * p.head_dim, int64_t(p.seq_k) * p.head_dim,
                      p.head_dim};
-      const int64_t chunks = int64_t(p.batch) * p.kv_heads * p.seq_k * (p.head_dim / 8);
       void* k_rot = nullptr;
-      ATTN_CUDA_RETURN(cudaMallocAsync(&k_rot, size_t(chunks) * 16, stream));
-      const unsigned grid = unsigned((chunks + 255) / 256);
-      if (bf16)
-        rotate_keys_kernel<Steps, __nv_bfloat16><<<grid, 256, 0, stream>>>(
-            p, m.rope, a.rope_table, static_cast<const uint16_t*>(k), static_cast<uint16_t*>(k_rot));
-      else
-        rotate_keys_kernel<Steps, __half><<<grid, 256, 0, stream>>>(
-            p, m.rope, a.rope_table, static_cast<const uint16_t*>(k), static_cast<uint16_t*>(k_rot));
-      Status s = Status::ok();
-      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-        s = Status::error(std::string("module 12: ") + cudaGetErrorString(e));
-      else
+      ATTN_CUDA_RETURN(cudaMallocAsync(&k_rot, size_t(p.kv_elements()) * 2, stream));
+      Status s = rotate_keys<Steps>(p, m.rope, m.rope_base, k, k_rot, stream);
+      if (s)
         s = bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(pk, m, a, q, k_rot, v, o, stream)
                  : launch_for_score<Steps, kRope, __half, C>(pk, m, a, q, k_rot, v, o, stream);
       if (cudaError_t e = cudaFreeAsync(k_rot, stream); e != cudaSuccess && s.is_ok())
@@ -396,12 +481,6 @@ Status classify_tiles(const RulesQuestion& r, const std::vector<TileQuestion>& t
   }                                                                                           \
   Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t,           \
                  const void* q, const void* k, const void* v, void* o, cudaStream_t stream) { \
-    /* Without modifiers: module 09's kernel where it runs (its hooks classify the tiles of */ \
-    /* the causal mask), module 07's own forward() elsewhere. */                              \
-    if (!m.any() && !::attn::m12::hopper_fits(p, m, q, k, v, o)) {                            \
-      if (Status s = supports(p); !s) return s;                                               \
-      return ::attn::m07::launch<::attn::m07::modifier_warp::WarpMma>(p, q, k, v, o, stream); \
-    }                                                                                         \
     return ::attn::m12::forward<Steps>(p, m, t, q, k, v, o, stream);                          \
   }                                                                                           \
   Status forward_on(Engine e, const Problem& p, const ModifierSpec& m,                        \

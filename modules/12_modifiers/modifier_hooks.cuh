@@ -101,11 +101,14 @@ __device__ __forceinline__ uint16_t float_to_bits(float x) {
 // cos and sin of turns * 2 pi, turns = pos * (hi + lo): the whole turns are removed in float
 // with one rounding (fmaf of the exact product), so what reaches __sincosf is within half a
 // turn, where its error is ~2^-21.
-__device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float& s) {
+__device__ __forceinline__ void rope_cos_sin(int pos, float2 f, float& c, float& s) {
   const float x = float(pos);  // exact below 2^24
   const float whole = rintf(x * f.x);
   const float turns = fmaf(x, f.x, -whole) + x * f.y;
   __sincosf(turns * 6.28318530717958647692f, &s, &c);
+}
+__device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float& s) {
+  rope_cos_sin(pos, make_float2(f.x, f.y), c, s);
 }
 
 // The first indices of the nondecreasing ids seg[0 .. n) whose id is at least id[0] and id[1]

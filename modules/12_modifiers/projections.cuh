@@ -254,6 +254,30 @@ Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, co
   return s.dtype == DType::bf16 ? run(__nv_bfloat16{}) : run(__half{});
 }
 
+// Chunk c (features 8c .. 8c + 7) of a 16-byte aligned row at position pos, turned by RoPE:
+// each feature with its partner (Steps::rope_pair), read from the partner's chunk of the same
+// row, and rounded to T.
+template <class Steps, class T>
+__device__ __forceinline__ uint4 rotate_chunk(const uint16_t* row, int c, int head_dim, int pos,
+                                              RopeStyle style, const float4* table) {
+  const int pc = Steps::rope_pair(style, 8 * c, head_dim).partner / 8;
+  const uint4 own = *reinterpret_cast<const uint4*>(row + 8 * c);
+  const uint4 other = *reinterpret_cast<const uint4*>(row + 8 * pc);
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
+  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
+  uint16_t r[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
+    const float self = bits_to_float<T>(x[e]);
+    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
+    float cs, sn;
+    rope_cos_sin(pos, __ldg(table + pr.m), cs, sn);
+    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+  }
+  return *reinterpret_cast<const uint4*>(r);
+}
+
 // The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. One thread
 // per 16-byte piece of a q, k or v row.
 template <class Steps, class T>
