@@ -184,13 +184,15 @@ Status launch_for_score(const Problem& p, const ModifierSpec& m, const Args& a, 
 //     with the partner chunk (the half-split convention: c + head_dim / 16) or within the
 //     same chunk (interleaved): one angle, one __sincosf, turns two features;
 //   - the lead chunks are the first `leads` of a row in both conventions, so threadIdx.x is
-//     c and every lane has work (the other chunks' lanes would idle half of each warp);
+//     c and every lane has work (with a lane per chunk, the half-split convention would leave
+//     half of each warp idle);
 //   - the angles' table is in the lanes' order (rope_feature_table), the style a template;
 //   - the grid's y is the (batch, kv_head) pair (from bh0: one launch per 65535 of them), so no
 //     thread divides a 64-bit index.
-// On an H200 this runs at 2.8 (half) to 3.6 (interleaved) TB/s, counting K read and written,
-// where a plain copy runs at 4.0. Slower there: one thread per chunk computing its own eight
-// features (each angle twice), several keys per thread, angles turned from key to key.
+// On an H200 this runs at 3.3 to 3.5 (half) and 3.8 to 3.9 (interleaved) TB/s, counting K
+// read and written, where a copy of K runs at 4.0 (bench_12). Slower there: one thread per
+// chunk computing its own eight features (each angle twice), several keys per thread, angles
+// turned from key to key (docs/results/rope_kpass_variants_h200.txt).
 template <class Steps, class T, RopeStyle kStyle>
 __global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict__ table,
                                    const uint16_t* __restrict__ k, uint16_t* __restrict__ out) {
@@ -249,7 +251,9 @@ Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const vo
   constexpr RopeStyle kHalf = RopeStyle::half, kInterleaved = RopeStyle::interleaved;
   // One launch per 65535 (batch, kv_head) pairs, the grid's y limit.
   const int heads = p.batch * p.kv_heads;  // < 2^31 (validate())
-  for (int bh0 = 0; bh0 < heads; bh0 += 65535) {
+  if (p.seq_k == 0) return Status::ok();
+  for (int64_t first = 0; first < heads; first += 65535) {
+    const int bh0 = int(first);
     const dim3 grid(key_blocks, unsigned(std::min(heads - bh0, 65535)));
     if (style == kHalf && bf16)
       rotate_keys_kernel<Steps, __nv_bfloat16, kHalf>
