@@ -55,44 +55,4 @@ Timing time_on_stream(const std::function<void(cudaStream_t)>& launch, int warmu
   return summarize_times(std::move(samples));
 }
 
-Timing time_replayed(const std::function<void(cudaStream_t)>& launch, int per_graph, int warmup,
-                     int iters) {
-  if (per_graph < 1) throw std::invalid_argument("per_graph must be >= 1");
-  // A stream of its own: the legacy default stream cannot be captured.
-  cudaStream_t stream = nullptr;
-  ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  const auto release = [&] {
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
-        capturing != cudaStreamCaptureStatusNone) {  // a launch threw inside the capture
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream, &partial);
-      if (partial) cudaGraphDestroy(partial);
-    }
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
-  };
-  try {
-    launch(stream);  // set-up outside the capture (tables, first-use allocations)
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    ATTN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per_graph; ++i) launch(stream);
-    ATTN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    ATTN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    Timing t = time_on_stream(
-        [&](cudaStream_t s) { ATTN_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, warmup, iters, stream);
-    t.median_ms /= per_graph;
-    t.min_ms /= per_graph;
-    t.max_ms /= per_graph;
-    release();
-    return t;
-  } catch (...) {
-    release();
-    throw;
-  }
-}
-
 }  // namespace attn

@@ -26,13 +26,4 @@ Timing summarize_times(std::vector<double> samples_ms);
 Timing time_on_stream(const std::function<void(cudaStream_t)>& launch, int warmup, int iters,
                       cudaStream_t stream = nullptr);
 
-// For work shorter than a launch takes on the host (tens of microseconds): `launch(stream)`
-// `per_graph` times captured into one CUDA graph, which is replayed like time_on_stream's
-// launches; the times are per launch (a graph's time / per_graph). Launched one by one, such
-// work can wait on the host between the two events and be timed with the launch's latency.
-// `launch` must be capturable: kernels and async calls, no allocation or synchronization (a
-// first call, untimed, may do its set-up).
-Timing time_replayed(const std::function<void(cudaStream_t)>& launch, int per_graph, int warmup,
-                     int iters);
-
 }  // namespace attn

@@ -10,7 +10,7 @@
 //     64 for mma; for wgmma 128 at d = 64, at d = 128 160, or 128 for windows of up to 1024
 //     keys), the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
 // RoPE's rows also carry its K pass timed alone (k_pass_ms, k_pass_gbs: K read and written)
-// beside a copy of K (copy_gbs), both replayed from CUDA graphs (common/timing.h).
+// beside a copy of K (copy_gbs), both replayed from CUDA graphs (bench/replayed_timing.h).
 // Writes one JSON file (--out) and prints a table.
 #include <cuda_runtime.h>
 
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/10_decoding/device_fill.cuh"
+#include "bench/replayed_timing.h"
 #include "common/buffers.h"
 #include "common/compare.h"
 #include "common/cuda_check.h"
