@@ -253,7 +253,8 @@ def overheads(out_dir, path=BENCH12):
                 ax.set_title(f"masks, d = {d}, {kernels[e]}: time / a perfect skip",
                              fontsize=9)
             else:
-                ax.set_title(f"score modifiers{' and RoPE' if e == 'mma' else ''}, d = {d}, "
+                rope = any(name.startswith("rope") for name in names)
+                ax.set_title(f"score modifiers{' and RoPE' if rope else ''}, d = {d}, "
                              f"{kernels[e]}: time / its time without them, same mask", fontsize=9)
                 ax.set_ylabel("time ratio (1 = no cost)", fontsize=9)
             if row == 0 and col == 0:

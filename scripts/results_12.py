@@ -63,6 +63,15 @@ def cell(records, variant, d, n, key="ratio"):
     return hit[0][key] if hit else None
 
 
+def ratio_of(records, variant, d, n, key="ratio"):
+    """The record's ratio, or with key module07_ms its time over module 07's time without
+    modifiers on the same problem."""
+    if key == "ratio":
+        return cell(records, variant, d, n)
+    ms, base = cell(records, variant, d, n, "ms"), cell(records, variant, d, n, key)
+    return ms / base if ms and base else None
+
+
 def ratio_text(x):
     return "-" if x is None else f"{x:.2f}x"
 
@@ -89,20 +98,34 @@ def tables(data, eng="mma"):
                f"2048; every variant checked against the double reference first (all passed: "
                f"{'yes' if data.get('checks_passed') else 'NO'}).")
     out.append("")
-    out.append(f"Score modifiers{' and RoPE' if eng == 'mma' else ''}, time / {plain} time "
+    present = {r["variant"] for r in recs}
+    rope = any(v.startswith("rope") for v in present)
+
+    def score_rows(key):
+        for label, base in SCORE_GROUPS:
+            if base not in present and base + " causal" not in present:
+                continue
+            vals = " | ".join(
+                f"{ratio_text(ratio_of(recs, base, d, n, key))} / "
+                f"{ratio_text(ratio_of(recs, base + ' causal', d, n, key))}" for d, n in cols)
+            out.append(f"| {label} | {vals} |")
+
+    out.append(f"Score modifiers{' and RoPE' if rope else ''}, time / {plain} time "
                "without modifiers on the same problem; each cell: without / with the causal "
                "mask:")
     out.append("")
     out.append(f"| modifier | {head} |")
     out.append(f"|{sep}|")
-    present = {r["variant"] for r in recs}
-    for label, base in SCORE_GROUPS:
-        if base not in present and base + " causal" not in present:
-            continue
-        vals = " | ".join(f"{ratio_text(cell(recs, base, d, n))} / "
-                          f"{ratio_text(cell(recs, base + ' causal', d, n))}" for d, n in cols)
-        out.append(f"| {label} | {vals} |")
+    score_rows("ratio")
     out.append("")
+    if eng == "wgmma":
+        out.append("The same records, time / module 07's time without modifiers on the same "
+                   "problem (module07_ms, timed beside each record):")
+        out.append("")
+        out.append(f"| modifier | {head} |")
+        out.append(f"|{sep}|")
+        score_rows("module07_ms")
+        out.append("")
     out.append(f"Masks, time / a perfect skip (the visible fraction of {plain} unmasked time "
                f"plus one {tile} tile column); visible: the share of the N x N pairs:")
     out.append("")

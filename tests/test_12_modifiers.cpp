@@ -240,6 +240,16 @@ TEST_CASE("both kernels: module 07's everywhere, module 09's on Hopper") {
   cases.push_back({problem(1, 2, 333, 4097, 64, false, DType::f16), m});
   m.window = 100;
   cases.push_back({problem(2, 3, 777, 1000, 64, true), m});
+  // RoPE (module 09's kernel: K turned by the pass, Q by each consumer warpgroup in shared
+  // memory): positions i + seq_k - seq_q below 0, rows past seq_q, 17-row tiles.
+  m = {};
+  m.rope = RopeStyle::half;
+  m.window = 100;
+  cases.push_back({problem(2, 3, 1000, 333, 128, true, DType::f16), m});
+  m = {};
+  m.rope = RopeStyle::interleaved;
+  cases.push_back({problem(1, 4, 17, 4097, 64, false), m});
+  cases.push_back({problem(2, 2, 333, 1000, 128, true, DType::bf16, Layout::BSHD, 2), m});
   for (m12::Engine e : {m12::Engine::mma, m12::Engine::wgmma}) {
     if (e == m12::Engine::wgmma && !hopper_kernel_runs()) {
       MESSAGE("module 09's kernel not checked: it needs a Hopper GPU and a build with sm_90a "

@@ -5,7 +5,8 @@
 //     unfused   the same GEMM to a packed [tokens, 3 x heads x head_dim] buffer, then
 //               split_rope (a pass that reads it back, turns Q and K, writes Q, K, V)
 //     cuBLAS    cublasGemmEx to the packed buffer, then the same split_rope
-//   attention       module 12's forward() without modifiers (module 07's kernel), causal
+//   attention       module 12's forward() without modifiers (module 09's kernel on Hopper, module
+//                   07's elsewhere), causal
 //   out projection  O [tokens, heads x head_dim] -> [tokens, hidden]: module 12's GEMM, cuBLAS
 // The fused and unfused outputs are first compared with each other and with cuBLAS's. Times:
 // median of event-timed runs after warm-up. Writes one JSON file (--out) and prints a table.

@@ -262,6 +262,7 @@ __device__ inline int kv_tiles_for_block(const KernelArgs& a, int m_block) {
 // hooks at the places marked `Mods::kActive` (modules/12_modifiers/hopper_hooks.cuh):
 //   block_tiles  the K/V tiles a work tile visits (a mask narrows them, as kCausal does);
 //   start        a consumer's first K/V tile is next (what the tile reads is copied ahead);
+//   turn_q       the consumer's rows of Q have landed (RoPE turns them in shared memory);
 //   on_scores    a tile of S as the wgmma left it: the modifier on each score, the mask where
 //                the tile needs it, before the online softmax;
 //   kExtraSmemBytes<C>  shared memory of its own, after the kernel's (those copies);
@@ -578,10 +579,15 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
                                                         a.scale_log2);
   };
 
+  // Q has landed; module 12's RoPE turns this warpgroup's rows of it before any S reads them.
+  auto wait_q = [&]() {
+    Steps::wait_q(plan, q_phase);
+    if constexpr (Mods::kActive) Mods::template turn_q<C>(mods, first_row, my_rows, consumer);
+  };
   if constexpr (Mods::kActive)
     for (int j = -lead; j < 0; ++j) pass_tile(j);
   if constexpr (C::kSchedule == Schedule::serial) {
-    Steps::wait_q(plan, q_phase);
+    wait_q();
     for (int j = 0; j < tiles; ++j) {
       const RingPosition ring(first_kv + j, C::kStages);
       Steps::wait_k(plan, ring);
@@ -611,7 +617,7 @@ __device__ __forceinline__ void consumer_work_tile(const TensorMaps& maps, const
     // and O += P V for tile j back to back, and computes the softmax of j+1 while P V runs.
     // With ping-pong the consumers' issue phases take turns (the ring of turns runs on from
     // the last work tile: first_turn, last_turn).
-    Steps::wait_q(plan, q_phase);
+    wait_q();
     {
       const RingPosition ring(first_kv, C::kStages);
       Steps::wait_k(plan, ring);

@@ -205,42 +205,35 @@ __global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict_
   const int bh = bh0 + int(blockIdx.y), b = bh / p.kv_heads, h = bh % p.kv_heads;
   const uint16_t* src = k + Problem::offset(p.k, b, h, j);
   uint16_t* dst = out + (int64_t(bh) * p.seq_k + j) * head_dim;
-  const uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
-  const uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
-  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
-  uint16_t r_own[8], r_other[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const RopePair pr = Steps::rope_pair(kStyle, 8 * c + e, head_dim);
-    if (!pr.first) continue;  // turned with its pair's first feature
-    // The partner sits at the same place of the other chunk (half) or next door in this one
-    // (interleaved): constant indices keep the chunks in registers.
-    const bool same_place = pr.partner - 8 * pc == e;
-    const float self = bits_to_float<T>(x[e]);
-    const float mate = bits_to_float<T>(same_place ? y[e] : x[e ^ 1]);
-    float cs, sn;
-    rope_cos_sin(j, __ldg(table + e * chunks + c), cs, sn);
-    r_own[e] = float_to_bits<T>(self * cs - mate * sn);
-    const uint16_t turned_mate = float_to_bits<T>(self * sn + mate * cs);
-    if (same_place)
-      r_other[e] = turned_mate;
-    else
-      r_own[e ^ 1] = turned_mate;
-  }
-  *reinterpret_cast<uint4*>(dst + 8 * c) = *reinterpret_cast<const uint4*>(r_own);
-  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = *reinterpret_cast<const uint4*>(r_other);
+  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
+  turn_lead_chunk<Steps, T>(
+      kStyle, head_dim, c, pc,
+      [&](int e, float& cs, float& sn) { rope_cos_sin(j, __ldg(table + e * chunks + c), cs, sn); },
+      own, other);
+  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
+  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
+}
+
+// The chunks of a row that lead their pairs (Steps::rope_pair): a prefix of the row in both
+// conventions (interleaved: every chunk; half-split: the first head_dim / 16).
+template <class Steps>
+Status rope_leads(RopeStyle style, int head_dim, int* leads_out) {
+  const int chunks = head_dim / 8;  // 1 .. 16 (supports())
+  int leads = 0;
+  while (leads < chunks && Steps::rope_pair(style, 8 * leads, head_dim).first) ++leads;
+  if (leads == 0)
+    return Status::error("module 12: rope_pair must mark feature 0 the first of its pair");
+  *leads_out = leads;
+  return Status::ok();
 }
 
 // Launches rotate_keys_kernel: K -> k_rot, dense BHSD (kv_elements of p), turned by RoPE.
 template <class Steps>
 Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const void* k,
                    void* k_rot, cudaStream_t stream) {
-  const int chunks = p.head_dim / 8;  // 1 .. 16 (supports())
-  int leads = 0;                      // the chunks that lead their pairs: a prefix of the row
-  while (leads < chunks && Steps::rope_pair(style, 8 * leads, p.head_dim).first) ++leads;
-  if (leads == 0)
-    return Status::error("module 12: rope_pair must mark feature 0 the first of its pair");
+  int leads = 0;
+  if (Status s = rope_leads<Steps>(style, p.head_dim, &leads); !s) return s;
   const float2* table = nullptr;
   if (Status s = rope_feature_table<Steps>(style, rope_base, p.head_dim, &table); !s) return s;
   const dim3 threads(unsigned(leads), unsigned(256 / leads));  // x: lead chunk, y: key
@@ -272,6 +265,23 @@ Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const vo
   return Status::ok();
 }
 
+// K turned once (rotate_keys) into a stream-ordered scratch buffer, then attend(pk, k_rot):
+// the attention reads the turned keys, dense BHSD, through the problem pk.
+template <class Steps, class Attend>
+Status with_turned_keys(const Problem& p, const ModifierSpec& m, const void* k,
+                        cudaStream_t stream, Attend&& attend) {
+  Problem pk = p;
+  pk.k = Strides{int64_t(p.kv_heads) * p.seq_k * p.head_dim, int64_t(p.seq_k) * p.head_dim,
+                 p.head_dim};
+  void* k_rot = nullptr;
+  ATTN_CUDA_RETURN(cudaMallocAsync(&k_rot, size_t(p.kv_elements()) * 2, stream));
+  Status s = rotate_keys<Steps>(p, m.rope, m.rope_base, k, k_rot, stream);
+  if (s) s = attend(static_cast<const Problem&>(pk), static_cast<const void*>(k_rot));
+  if (cudaError_t e = cudaFreeAsync(k_rot, stream); e != cudaSuccess && s.is_ok())
+    s = Status::error(std::string("module 12: ") + cudaGetErrorString(e));
+  return s;
+}
+
 // Narrow windows: 64 queries per block (one 16-row tile per warp, 168 registers), three
 // blocks per SM. A block of a window of W keys computes about W + its rows keys per row and
 // pays its fixed costs (Q's copy, the first tile's wait, O's store) over W / 64 tiles: half
@@ -296,12 +306,13 @@ using HopperConfig128 = m09::Production128Wide;
 using HopperConfig128Staged = m09::Production128ShortCausal;
 
 // Whether module 09's kernel runs this call: a Hopper GPU and a build with sm_90a code, rows
-// TMA can read, head_dim 64 or 128, no RoPE, documents only without a score modifier
-// (hopper_hooks.cuh). Else the reason, in one line.
+// TMA can read, head_dim 64 or 128, documents only without a score modifier, RoPE only
+// without either (hopper_hooks.cuh). Else the reason, in one line.
 inline Status hopper_fits(const Problem& p, const ModifierSpec& m, const void* q, const void* k,
                           const void* v, const void* o) {
-  if (m.rope != RopeStyle::none)
-    return Status::error("module 12 runs RoPE on module 07's kernel only");
+  if (m.rope != RopeStyle::none && (m.score != ScoreMod::none || m.documents))
+    return Status::error("module 12 runs RoPE with a score modifier or documents on module "
+                         "07's kernel only");
   if (m.documents && m.score != ScoreMod::none)
     return Status::error("module 12 runs documents with a score modifier on module 07's kernel "
                          "only");
@@ -311,10 +322,10 @@ inline Status hopper_fits(const Problem& p, const ModifierSpec& m, const void* q
   return m09::check_launch(p, q, k, v, o);
 }
 
-template <class Steps, class T, ScoreMod kScore, bool kDocuments = false>
+template <class Steps, class T, ScoreMod kScore, bool kDocuments = false, bool kRope = false>
 Status launch_hopper(const Problem& p, const Args& a, const void* q, const void* k,
                      const void* v, void* o, cudaStream_t stream) {
-  using Mods = HopperHooks<Steps, T, kScore, kDocuments>;
+  using Mods = HopperHooks<Steps, T, kScore, kDocuments, kRope>;
   using HopperSteps = m09::modifier_wgmma::HopperSteps;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   const typename Mods::Args args{a, p};
@@ -324,7 +335,7 @@ Status launch_hopper(const Problem& p, const Args& a, const void* q, const void*
   // which carry less of the band's ragged ends than 160-key ones (window 256: 0.78-0.82 of the
   // time; at d = 64 two consumer warpgroups instead of three were 1.06-1.13 slower:
   // docs/results/bench12_narrow_*_h200_r*.json).
-  if constexpr (kScore == ScoreMod::none && !kDocuments)
+  if constexpr (kScore == ScoreMod::none && !kDocuments && !kRope)
     if (p.head_dim == 128 && a.rules.window > 0 && a.rules.window <= kNarrowWindow)
       return m09::launch_config<HopperConfig128Staged, HopperSteps, kBf16, false, Mods>(
           p, q, k, v, o, stream, nullptr, args, exponent_scale);
@@ -342,6 +353,8 @@ template <class Steps, class T>
 Status launch_hopper_for_score(const Problem& p, const ModifierSpec& m, const Args& a,
                                const void* q, const void* k, const void* v, void* o,
                                cudaStream_t stream) {
+  if (m.rope != RopeStyle::none)  // (without a score modifier or documents: hopper_fits)
+    return launch_hopper<Steps, T, ScoreMod::none, false, true>(p, a, q, k, v, o, stream);
   switch (m.score) {
     case ScoreMod::none:
       return m.documents ? launch_hopper<Steps, T, ScoreMod::none, true>(p, a, q, k, v, o, stream)
@@ -396,11 +409,31 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
   a.rel_bias = t.rel_bias;
   a.rope = m.rope;
   a.inv_softcap = m.softcap > 0 ? float(p.softmax_scale() / m.softcap) : 0.0f;
-  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q)
-    if (on_hopper)
-      return p.dtype == DType::bf16
-                 ? launch_hopper_for_score<Steps, __nv_bfloat16>(p, m, a, q, k, v, o, stream)
-                 : launch_hopper_for_score<Steps, __half>(p, m, a, q, k, v, o, stream);
+  if constexpr (kEngine != Engine::mma && kRope == RopeWhere::q) {
+    if (on_hopper) {
+      auto attend = [&](const Problem& pa, const void* ka) {
+        return p.dtype == DType::bf16
+                   ? launch_hopper_for_score<Steps, __nv_bfloat16>(pa, m, a, q, ka, v, o, stream)
+                   : launch_hopper_for_score<Steps, __half>(pa, m, a, q, ka, v, o, stream);
+      };
+      if (m.rope == RopeStyle::none) return attend(p, k);
+      // K turned by the K pass, Q by each consumer warpgroup in shared memory (turn_q), which
+      // takes the convention's lead chunks only (a row's first head_dim / 8 interleaved,
+      // head_dim / 16 half).
+      if (Status s = rope_leads<Steps>(m.rope, p.head_dim, &a.rope_leads); !s) return s;
+      if (a.rope_leads == p.head_dim / (m.rope == RopeStyle::interleaved ? 8 : 16)) {
+        if (Status s = rope_feature_table<Steps>(m.rope, m.rope_base, p.head_dim,
+                                                 &a.rope_features);
+            !s)
+          return s;
+        return with_turned_keys<Steps>(p, m, k, stream, attend);
+      }
+      if (kEngine == Engine::wgmma)
+        return Status::error("module 12 runs RoPE on module 09's kernel only for a rope_pair "
+                             "whose pairs are led by the row's first head_dim / 8 (interleaved) "
+                             "or head_dim / 16 (half) 16-byte chunks");
+    }
+  }
   return device::dispatch_head_dim<64, 128>(p.head_dim, [&](auto d) {
     using C = std::conditional_t<decltype(d)::value == 64, m07::Config64, m07::Config128>;
     const bool bf16 = p.dtype == DType::bf16;
@@ -421,19 +454,12 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
       return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(p, m, a, q, k, v, o, stream)
                   : launch_for_score<Steps, kRope, __half, C>(p, m, a, q, k, v, o, stream);
     } else {
-      // K turned once, into a stream-ordered scratch buffer the attention reads instead.
-      Problem pk = p;
-      pk.k = Strides{int64_t(p.kv_heads) * p.seq_k * p.head_dim, int64_t(p.seq_k) * p.head_dim,
-                     p.head_dim};
-      void* k_rot = nullptr;
-      ATTN_CUDA_RETURN(cudaMallocAsync(&k_rot, size_t(p.kv_elements()) * 2, stream));
-      Status s = rotate_keys<Steps>(p, m.rope, m.rope_base, k, k_rot, stream);
-      if (s)
-        s = bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(pk, m, a, q, k_rot, v, o, stream)
-                 : launch_for_score<Steps, kRope, __half, C>(pk, m, a, q, k_rot, v, o, stream);
-      if (cudaError_t e = cudaFreeAsync(k_rot, stream); e != cudaSuccess && s.is_ok())
-        s = Status::error(std::string("module 12: ") + cudaGetErrorString(e));
-      return s;
+      // K turned once, into a scratch buffer the attention reads instead.
+      return with_turned_keys<Steps>(p, m, k, stream, [&](const Problem& pk, const void* k_rot) {
+        return bf16 ? launch_for_score<Steps, kRope, __nv_bfloat16, C>(pk, m, a, q, k_rot, v, o,
+                                                                       stream)
+                    : launch_for_score<Steps, kRope, __half, C>(pk, m, a, q, k_rot, v, o, stream);
+      });
     }
   });
 }

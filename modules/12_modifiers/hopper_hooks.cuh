@@ -21,8 +21,8 @@
 //     for these.
 // Documents (kDocuments) run here without a score modifier: their range of tiles is a search
 // by a whole warp, so the producer's loop runs on a warp (kWarpRange), and each consumer warp
-// searches for itself. RoPE (Q and K arrive by TMA, straight from global memory) stays on
-// module 07's kernel.
+// searches for itself. RoPE (kRope, without a score modifier or documents): K arrives turned
+// by the K pass, and each consumer warpgroup turns its rows of Q in shared memory (turn_q).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,7 +39,7 @@
 
 namespace attn::m12 {
 
-template <class Steps, class T, ScoreMod kScore, bool kDocuments = false>
+template <class Steps, class T, ScoreMod kScore, bool kDocuments = false, bool kRope = false>
 struct HopperHooks {
   static constexpr bool kActive = true;
   // The documents' range of tiles is a search by a whole warp (first_at_least).
@@ -65,6 +65,104 @@ struct HopperHooks {
                                                              : (C::kBlockN + 16) * 4;
   template <class C>
   static constexpr int kExtraSmemBytes = kStaged ? 4 * C::kConsumers * kWarpBytes<C> : 0;
+
+  // RoPE on this consumer warpgroup's 64 rows of the Q tile, in shared memory, once TMA has
+  // landed it and before the first wgmma reads it; K arrives turned (the K pass,
+  // entry_points.cuh). The tile is 64-column panels (kBlockM rows of 128 bytes each) in the
+  // 128-byte swizzle: chunk c (features 8c .. 8c + 7) of row r lies in panel c / 8 at
+  // r * 128 + ((c % 8) ^ (r % 8)) * 16. As in the K pass, a thread takes a chunk that leads its
+  // pairs with its partner chunk (half-split: c + head_dim / 16, at d = 128 in the other panel
+  // at the same place; interleaved: the chunk itself), one angle per pair (turn_lead_chunk),
+  // and the convention is a template. The lead chunks are a row's first kLeads (head_dim / 8
+  // interleaved, head_dim / 16 half: forward() sends a rope_pair with other lead chunks to
+  // module 07's kernel), so the 128 threads take rows r0, r0 + 128 / kLeads, ..., kLeads / 2
+  // rows each, a count known at compile time: a thread loads all its chunks, turns them (the
+  // angles stepped from row to row), then stores them, so the rows' latencies overlap (a loop
+  // over rows would wait on each row's load, sincos and store in turn, while the warpgroup's
+  // tensor cores have nothing to do). Query row i turns at position i + seq_k - seq_q
+  // (bottom-right aligned, as module 07's hooks and the reference do). Then each thread fences
+  // (wgmma reads shared memory through the async proxy, which must see these generic stores)
+  // and the warpgroup synchronises.
+  template <class C>
+  static __device__ __forceinline__ void turn_q(const Args& a, int first_row, uint32_t rows,
+                                                int consumer) {
+    if constexpr (kRope) {
+      // The convention a compile-time constant: rope_pair then folds to constants per feature.
+      if (a.mods.rope == RopeStyle::interleaved)
+        turn_q_rows<C, RopeStyle::interleaved>(a, first_row, rows);
+      else
+        turn_q_rows<C, RopeStyle::half>(a, first_row, rows);
+      m09::fence_shared_for_async_proxy();
+      m09::named_barrier_sync(1 + consumer, 128);
+    }
+  }
+  template <class C, RopeStyle kStyle>
+  static __device__ __forceinline__ void turn_q_rows(const Args& a, int first_row,
+                                                     uint32_t rows) {
+    constexpr int kChunks = C::kHeadDim / 8;
+    constexpr int kLeads = kStyle == RopeStyle::interleaved ? kChunks : kChunks / 2;
+    constexpr int kStep = 128 / kLeads;
+    constexpr int kRows = C::kRowsPerConsumer / kStep;  // rows per thread
+    static_assert(128 % kLeads == 0 && C::kRowsPerConsumer % kStep == 0, "rows per thread");
+    const int t = int(threadIdx.x) % 128, c = t % kLeads, r0 = t / kLeads;
+    const int pc = Steps::rope_pair(kStyle, 8 * c, C::kHeadDim).partner / 8;
+    float2 f[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = __ldg(a.mods.rope_features + e * kChunks + c);
+    // Row r0 + n kStep's chunk (r0 % 8 is that row's % 8: kStep is a multiple of 8).
+    const auto chunk_address = [&](int n, int chunk) {
+      const int r = r0 + n * kStep;
+      return rows + uint32_t((chunk / 8) * C::kBlockM * C::kRowBytes + r * C::kRowBytes +
+                             (((chunk % 8) ^ (r % 8)) * 16));
+    };
+    uint4 own[kRows], other[kRows];
+#pragma unroll
+    for (int n = 0; n < kRows; ++n) {
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(own[n].x), "=r"(own[n].y), "=r"(own[n].z), "=r"(own[n].w)
+                   : "r"(chunk_address(n, c)));
+      other[n] = own[n];  // interleaved: the partners are in this chunk
+      if constexpr (kStyle == RopeStyle::half)
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(other[n].x), "=r"(other[n].y), "=r"(other[n].z), "=r"(other[n].w)
+                     : "r"(chunk_address(n, pc)));
+    }
+    const int pos0 = first_row + r0 + a.p.seq_k - a.p.seq_q;
+    // The first row's angles from sincos, each next row's from the last turned by kStep
+    // positions (cos(a + b) = cos a cos b - sin a sin b, sin(a + b) = sin a cos b + cos a sin b):
+    // four multiply-adds instead of two MUFU instructions, on the unit the softmax's exp2 needs.
+    float cs[8], sn[8], step_c[8], step_s[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (!Steps::rope_pair(kStyle, 8 * c + e, C::kHeadDim).first) continue;
+      rope_cos_sin(pos0, f[e], cs[e], sn[e]);
+      rope_cos_sin(kStep, f[e], step_c[e], step_s[e]);
+    }
+#pragma unroll
+    for (int n = 0; n < kRows; ++n) {
+      turn_lead_chunk<Steps, T>(
+          kStyle, C::kHeadDim, c, pc,
+          [&](int e, float& c_e, float& s_e) { c_e = cs[e], s_e = sn[e]; }, own[n], other[n]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (!Steps::rope_pair(kStyle, 8 * c + e, C::kHeadDim).first) continue;
+        const float next_c = cs[e] * step_c[e] - sn[e] * step_s[e];
+        sn[e] = sn[e] * step_c[e] + cs[e] * step_s[e];
+        cs[e] = next_c;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kRows; ++n) {
+      const uint32_t own_at = chunk_address(n, c), other_at = chunk_address(n, pc);
+      if (kStyle == RopeStyle::half && pc != c)
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(other_at),
+                     "r"(other[n].x), "r"(other[n].y), "r"(other[n].z), "r"(other[n].w)
+                     : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(own_at), "r"(own[n].x),
+                   "r"(own[n].y), "r"(own[n].z), "r"(own[n].w)
+                   : "memory");
+    }
+  }
 
   static __device__ __forceinline__ void block_tiles(const Args& a, int b, int q0, int q_last,
                                                      int BN, int& first_tile, int& end_tile) {

@@ -51,8 +51,9 @@ struct RulesQuestion {
 enum : int { kTileMasked = 0, kTilePartial = 1, kTileFull = 2 };
 
 // The kernel that runs a call: module 07's (mma.sync, every GPU from sm_80), module 09's
-// (wgmma, Hopper with a build that has sm_90a code; no RoPE, documents without a score
-// modifier), or automatic: module 09's where it runs, module 07's elsewhere.
+// (wgmma, Hopper with a build that has sm_90a code; documents and RoPE only without a score
+// modifier, RoPE not with documents), or automatic: module 09's where it runs, module 07's
+// elsewhere.
 enum class Engine { automatic, mma, wgmma };
 
 // The layer around attention (README, section 4): `tokens` rows of hidden states, whole

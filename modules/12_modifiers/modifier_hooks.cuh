@@ -77,6 +77,10 @@ struct Args {
   const float* rel_bias = nullptr;  // [heads][seq_q + seq_k - 1], by distance j - i'
   RopeStyle rope = RopeStyle::none;
   const float4* rope_table = nullptr;  // kMaxRopeFrequencies entries
+  // Module 09's kernel turns Q as the K pass turns K (hopper_hooks.cuh): the angles in the
+  // lanes' order (rope_feature_table) and the chunks that lead their pairs (rope_leads).
+  const float2* rope_features = nullptr;
+  int rope_leads = 0;
 };
 
 // RoPE's table, per frequency m: x, y = base^(-2m / head_dim) / (2 pi) turns per position as
@@ -109,6 +113,39 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float2 f, float& c, float&
 }
 __device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float& s) {
   rope_cos_sin(pos, make_float2(f.x, f.y), c, s);
+}
+
+// RoPE at position pos on a row's 16-byte chunk c (features 8c .. 8c + 7), a chunk whose
+// features lead their pairs (Steps::rope_pair), and its partner chunk pc, in place: the
+// half-split partner is another chunk (`other`, at the same place in it), the interleaved one
+// the next feature of this chunk (pc == c, `other` unused). One angle turns both features of
+// a pair, x_a' = x_a cos - x_b sin and x_b' = x_a sin + x_b cos: one cos and sin per pair.
+// cos_sin(e, cos, sin) gives the angle of feature 8c + e's pair at the row's position. Used by
+// the K pass, module 09's Q tiles and the projection's split pass: each thread turns whole
+// pairs.
+template <class Steps, class T, class CosSin>
+__device__ __forceinline__ void turn_lead_chunk(RopeStyle style, int head_dim, int c, int pc,
+                                                CosSin&& cos_sin, uint4& own, uint4& other) {
+  uint16_t* x = reinterpret_cast<uint16_t*>(&own);
+  uint16_t* y = reinterpret_cast<uint16_t*>(&other);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
+    if (!pr.first) continue;  // turned with its pair's first feature
+    // Constant indices (the same place of the other chunk, or next door) keep the chunks in
+    // registers.
+    const bool same_place = pr.partner - 8 * pc == e;
+    const float self = bits_to_float<T>(x[e]);
+    const float mate = bits_to_float<T>(same_place ? y[e] : x[e ^ 1]);
+    float cs, sn;
+    cos_sin(e, cs, sn);
+    const uint16_t turned_mate = float_to_bits<T>(self * sn + mate * cs);
+    x[e] = float_to_bits<T>(self * cs - mate * sn);
+    if (same_place)
+      y[e] = turned_mate;
+    else
+      x[e ^ 1] = turned_mate;
+  }
 }
 
 // The first indices of the nondecreasing ids seg[0 .. n) whose id is at least id[0] and id[1]

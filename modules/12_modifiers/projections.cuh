@@ -20,8 +20,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/device.h"
@@ -231,6 +233,10 @@ inline Status supports(const LayerShape& s, RopeStyle style) {
                          ", hidden " + std::to_string(s.hidden) + ")");
   if (style != RopeStyle::none && s.head_dim / 2 > kMaxRopeFrequencies)
     return Status::error("module 12's RoPE table holds 64 frequencies");
+  if (style == RopeStyle::half && s.head_dim % 16 != 0)  // as --rope half (common/modifiers.cpp)
+    return Status::error("module 12's RoPE half needs head_dim % 16 == 0 (feature m turns with "
+                         "m + head_dim / 2, in the same place of another 16-byte chunk), got " +
+                         std::to_string(s.head_dim));
   return Status::ok();
 }
 
@@ -254,70 +260,79 @@ Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, co
   return s.dtype == DType::bf16 ? run(__nv_bfloat16{}) : run(__half{});
 }
 
-// Chunk c (features 8c .. 8c + 7) of a 16-byte aligned row at position pos, turned by RoPE:
-// each feature with its partner (Steps::rope_pair), read from the partner's chunk of the same
-// row, and rounded to T.
-template <class Steps, class T>
-__device__ __forceinline__ uint4 rotate_chunk(const uint16_t* row, int c, int head_dim, int pos,
-                                              RopeStyle style, const float4* table) {
-  const int pc = Steps::rope_pair(style, 8 * c, head_dim).partner / 8;
-  const uint4 own = *reinterpret_cast<const uint4*>(row + 8 * c);
-  const uint4 other = *reinterpret_cast<const uint4*>(row + 8 * pc);
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(&own);
-  const uint16_t* y = reinterpret_cast<const uint16_t*>(&other);
-  uint16_t r[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
-    const float self = bits_to_float<T>(x[e]);
-    const float mate = bits_to_float<T>(pr.partner - 8 * pc == e ? y[e] : y[e ^ 1]);
-    float cs, sn;
-    rope_cos_sin(pos, __ldg(table + pr.m), cs, sn);
-    r[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
-  }
-  return *reinterpret_cast<const uint4*>(r);
-}
-
-// The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. One thread
-// per 16-byte piece of a q, k or v row.
-template <class Steps, class T>
-__global__ void split_rope_kernel(LayerShape s, RopeStyle style, const float4* __restrict__ table,
+// The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. The K
+// pass's scheme (entry_points.cuh, rotate_keys_kernel): a thread takes a chunk that leads its
+// pairs together with its partner chunk (turn_lead_chunk), threadIdx.x is the chunk (the lead
+// chunks are a prefix of the row), threadIdx.y the token; the grid's y is the head (from
+// head0) and its z which of q, k, v, so no thread divides a 64-bit index. Without RoPE (and
+// for v) every chunk is its own: a copy.
+template <class Steps, class T, RopeStyle kStyle>
+__global__ void split_rope_kernel(LayerShape s, int head0, const float2* __restrict__ table,
                                   const uint16_t* __restrict__ packed, uint16_t* q, uint16_t* k,
                                   uint16_t* v) {
-  const int chunks = s.head_dim / 8;
-  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t rows = int64_t(s.tokens) * 3 * s.heads;  // (token, which, head)
-  if (idx >= rows * chunks) return;
-  const int c = int(idx % chunks);
-  const int64_t row = idx / chunks;
-  const int head = int(row % s.heads), which = int(row / s.heads % 3);
-  const int64_t token = row / (3 * s.heads);
-  const uint16_t* src = packed + row * s.head_dim;
-  uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) + (token * s.heads + head) * s.head_dim;
-  *reinterpret_cast<uint4*>(dst + 8 * c) =
-      which < 2 && style != RopeStyle::none
-          ? rotate_chunk<Steps, T>(src, c, s.head_dim, int(token % s.seq), style, table)
-          : *reinterpret_cast<const uint4*>(src + 8 * c);
+  const int c = int(threadIdx.x), token = int(blockIdx.x * blockDim.y + threadIdx.y);
+  if (token >= s.tokens) return;
+  const int head = head0 + int(blockIdx.y), which = int(blockIdx.z), chunks = s.head_dim / 8;
+  constexpr bool kTurns = kStyle != RopeStyle::none;
+  int pc = c;
+  if constexpr (kTurns) {
+    const RopePair lead = Steps::rope_pair(kStyle, 8 * c, s.head_dim);
+    if (!lead.first) return;  // (only with a rope_pair whose lead chunks are not a prefix)
+    pc = lead.partner / 8;
+  }
+  const uint16_t* src = packed + ((int64_t(token) * 3 + which) * s.heads + head) * s.head_dim;
+  uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) +
+                  (int64_t(token) * s.heads + head) * s.head_dim;
+  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
+  if (kTurns && which < 2)
+    turn_lead_chunk<Steps, T>(
+        kStyle, s.head_dim, c, pc,
+        [&](int e, float& cs, float& sn) {
+          rope_cos_sin(token % s.seq, __ldg(table + e * chunks + c), cs, sn);
+        },
+        own, other);
+  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
+  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
 }
 
 template <class Steps>
 Status split_rope(const LayerShape& s, RopeStyle style, double rope_base, const void* packed,
                   void* q, void* k, void* v, cudaStream_t stream) {
   if (Status st = supports(s, style); !st) return st;
-  const float4* table = nullptr;
-  if (style != RopeStyle::none)
-    if (Status st = rope_table<Steps>(rope_base, s.head_dim, 1, &table); !st) return st;
-  const int64_t pieces = int64_t(s.tokens) * 3 * s.heads * (s.head_dim / 8);
-  if (pieces == 0) return Status::ok();
-  const unsigned blocks = unsigned((pieces + 255) / 256);
+  const float2* table = nullptr;
+  int leads = s.head_dim / 8;  // without RoPE: every chunk
+  if (style != RopeStyle::none) {
+    if (Status st = rope_feature_table<Steps>(style, rope_base, s.head_dim, &table); !st)
+      return st;
+    if (Status st = rope_leads<Steps>(style, s.head_dim, &leads); !st) return st;
+  }
+  if (s.tokens == 0) return Status::ok();
+  const dim3 threads(unsigned(leads), unsigned(256 / leads));  // x: lead chunk, y: token
+  const unsigned token_blocks = unsigned((s.tokens + threads.y - 1) / threads.y);
   auto in = static_cast<const uint16_t*>(packed);
   auto qq = static_cast<uint16_t*>(q), kk = static_cast<uint16_t*>(k);
   auto vv = static_cast<uint16_t*>(v);
-  if (s.dtype == DType::bf16)
-    split_rope_kernel<Steps, __nv_bfloat16>
-        <<<blocks, 256, 0, stream>>>(s, style, table, in, qq, kk, vv);
+  auto run = [&](auto tag, auto style_tag) {
+    using T = decltype(tag);
+    constexpr RopeStyle kStyle = decltype(style_tag)::value;
+    // One launch per 65535 heads, the grid's y limit.
+    for (int head0 = 0; head0 < s.heads; head0 += 65535) {
+      const dim3 grid(token_blocks, unsigned(std::min(s.heads - head0, 65535)), 3);
+      split_rope_kernel<Steps, T, kStyle>
+          <<<grid, threads, 0, stream>>>(s, head0, table, in, qq, kk, vv);
+    }
+  };
+  using None = std::integral_constant<RopeStyle, RopeStyle::none>;
+  using Half = std::integral_constant<RopeStyle, RopeStyle::half>;
+  using Interleaved = std::integral_constant<RopeStyle, RopeStyle::interleaved>;
+  const bool bf16 = s.dtype == DType::bf16;
+  if (style == RopeStyle::none)
+    bf16 ? run(__nv_bfloat16{}, None{}) : run(__half{}, None{});
+  else if (style == RopeStyle::half)
+    bf16 ? run(__nv_bfloat16{}, Half{}) : run(__half{}, Half{});
   else
-    split_rope_kernel<Steps, __half><<<blocks, 256, 0, stream>>>(s, style, table, in, qq, kk, vv);
+    bf16 ? run(__nv_bfloat16{}, Interleaved{}) : run(__half{}, Interleaved{});
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
