@@ -189,7 +189,7 @@ Status launch_for_score(const Problem& p, const ModifierSpec& m, const Args& a, 
 //   - the angles' table is in the lanes' order (rope_feature_table), the style a template;
 //   - the grid's y is the (batch, kv_head) pair (from bh0: one launch per 65535 of them), so no
 //     thread divides a 64-bit index.
-// On an H200 this runs at 3.3 to 3.5 (half) and 3.8 to 3.9 (interleaved) TB/s, counting K
+// On an H200 this runs at 3.4 to 3.6 (half) and 3.8 to 3.9 (interleaved) TB/s, counting K
 // read and written, where a copy of K runs at 4.0 (bench_12). Slower there: one thread per
 // chunk computing its own eight features (each angle twice), several keys per thread, angles
 // turned from key to key (docs/results/rope_kpass_variants_h200.txt).
@@ -205,14 +205,18 @@ __global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict_
   const int bh = bh0 + int(blockIdx.y), b = bh / p.kv_heads, h = bh % p.kv_heads;
   const uint16_t* src = k + Problem::offset(p.k, b, h, j);
   uint16_t* dst = out + (int64_t(bh) * p.seq_k + j) * head_dim;
-  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
-  uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
-  turn_lead_chunk<Steps, T>(
+  // (Interleaved: the partners are in the chunk itself.)
+  constexpr bool kPartnerChunk = kStyle == RopeStyle::half;
+  const uint4 raw = *reinterpret_cast<const uint4*>(src + 8 * c);
+  float own[8], other[8];
+  unpack_chunk<T>(raw, own);
+  unpack_chunk<T>(kPartnerChunk ? *reinterpret_cast<const uint4*>(src + 8 * pc) : raw, other);
+  turn_lead_chunk<Steps>(
       kStyle, head_dim, c, pc,
       [&](int e, float& cs, float& sn) { rope_cos_sin(j, __ldg(table + e * chunks + c), cs, sn); },
       own, other);
-  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
-  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
+  *reinterpret_cast<uint4*>(dst + 8 * c) = pack_chunk<T>(own);
+  if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = pack_chunk<T>(other);
 }
 
 // The chunks of a row that lead their pairs (Steps::rope_pair): a prefix of the row in both

@@ -115,19 +115,36 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float4 f, float& c, float&
   rope_cos_sin(pos, make_float2(f.x, f.y), c, s);
 }
 
-// RoPE at position pos on a row's 16-byte chunk c (features 8c .. 8c + 7), a chunk whose
-// features lead their pairs (Steps::rope_pair), and its partner chunk pc, in place: the
-// half-split partner is another chunk (`other`, at the same place in it), the interleaved one
-// the next feature of this chunk (pc == c, `other` unused). One angle turns both features of
-// a pair, x_a' = x_a cos - x_b sin and x_b' = x_a sin + x_b cos: one cos and sin per pair.
-// cos_sin(e, cos, sin) gives the angle of feature 8c + e's pair at the row's position. Used by
-// the K pass, module 09's Q tiles and the projection's split pass: each thread turns whole
-// pairs.
-template <class Steps, class T, class CosSin>
+// A 16-byte chunk of eight 16-bit values as floats, and back (rounded to nearest), a 32-bit
+// word (two values) at a time: a bf16 pair unpacks by two integer instructions, and one
+// instruction converts and packs a pair back (device::pair_to_float2, m07::Elem::pack).
+template <class T>
+__device__ __forceinline__ void unpack_chunk(const uint4& v, float (&x)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = device::pair_to_float2<T>(w[i]);
+    x[2 * i] = f.x, x[2 * i + 1] = f.y;
+  }
+}
+template <class T>
+__device__ __forceinline__ uint4 pack_chunk(const float (&x)[8]) {
+  using E = m07::Elem<T>;
+  return make_uint4(E::pack(x[0], x[1]), E::pack(x[2], x[3]), E::pack(x[4], x[5]),
+                    E::pack(x[6], x[7]));
+}
+
+// RoPE on a row's chunk c (features 8c .. 8c + 7), a chunk whose features lead their pairs
+// (Steps::rope_pair), and its partner chunk pc, in place: the half-split partner is another
+// chunk (`other`, at the same place in it), the interleaved one the next feature of this
+// chunk (pc == c, `other` unused). One angle turns both features of a pair, x_a' = x_a cos -
+// x_b sin and x_b' = x_a sin + x_b cos: one cos and sin per pair. cos_sin(e, cos, sin) gives
+// the angle of feature 8c + e's pair at the row's position. Used by the K pass, module 09's Q
+// tiles, the projection's split pass and its epilogue: each thread turns whole pairs.
+template <class Steps, class CosSin>
 __device__ __forceinline__ void turn_lead_chunk(RopeStyle style, int head_dim, int c, int pc,
-                                                CosSin&& cos_sin, uint4& own, uint4& other) {
-  uint16_t* x = reinterpret_cast<uint16_t*>(&own);
-  uint16_t* y = reinterpret_cast<uint16_t*>(&other);
+                                                CosSin&& cos_sin, float (&own)[8],
+                                                float (&other)[8]) {
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const RopePair pr = Steps::rope_pair(style, 8 * c + e, head_dim);
@@ -135,16 +152,15 @@ __device__ __forceinline__ void turn_lead_chunk(RopeStyle style, int head_dim, i
     // Constant indices (the same place of the other chunk, or next door) keep the chunks in
     // registers.
     const bool same_place = pr.partner - 8 * pc == e;
-    const float self = bits_to_float<T>(x[e]);
-    const float mate = bits_to_float<T>(same_place ? y[e] : x[e ^ 1]);
+    const float self = own[e], mate = same_place ? other[e] : own[e ^ 1];
     float cs, sn;
     cos_sin(e, cs, sn);
-    const uint16_t turned_mate = float_to_bits<T>(self * sn + mate * cs);
-    x[e] = float_to_bits<T>(self * cs - mate * sn);
+    const float turned_mate = self * sn + mate * cs;
+    own[e] = self * cs - mate * sn;
     if (same_place)
-      y[e] = turned_mate;
+      other[e] = turned_mate;
     else
-      x[e ^ 1] = turned_mate;
+      own[e ^ 1] = turned_mate;
   }
 }
 

@@ -65,38 +65,43 @@ struct StoreRows {
 // Epilogue of the fused QKV projection. Column n of the packed output is (which of q/k/v,
 // head, feature f); token m sits at position m % seq. Q and K features are turned with their
 // RoPE partner (Steps::rope_pair), which lies in the same tile row: a 128-column tile holds
-// whole heads when 128 % head_dim == 0. Each goes to q, k or v [tokens, heads, head_dim].
-template <class Steps, class T>
+// whole heads when 128 % head_dim == 0. Each goes to q, k or v [tokens, heads, head_dim]. As
+// in the K pass, the convention is a template and the call of a chunk that leads its pairs
+// turns it with its partner chunk (turn_lead_chunk: one angle per pair, from the fp32 tile, so
+// each value is rounded once); the call of a half-split partner chunk has nothing left to do.
+template <class Steps, class T, RopeStyle kStyle>
 struct QkvRopeEpilogue {
   uint16_t* q;
   uint16_t* k;
   uint16_t* v;
   int seq, heads, head_dim;
-  RopeStyle style;
-  const float4* table;
+  const float2* table;  // rope_feature_table (none: unused)
   __device__ void operator()(const float* row, int n0, int m, int n) const {
     const int width = heads * head_dim;
     const int which = n / width, head = (n % width) / head_dim, f0 = n % head_dim;
-    uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) +
-                    (int64_t(m) * heads + head) * head_dim + f0;
-    const int pos = m % seq;
-    uint16_t out[8];
-    const bool turn = which < 2 && style != RopeStyle::none;
-    float cs = 1.f, sn = 0.f;
-    int angle_of = -1;  // the frequency cs, sn belong to: an interleaved pair shares its angle
+    uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) + (int64_t(m) * heads + head) * head_dim;
+    const float* x = row + (n - f0 - n0);  // this head's features in the staged row
+    float own[8], other[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float self = row[n + e - n0];
-      if (!turn) {
-        out[e] = float_to_bits<T>(self);
-        continue;
-      }
-      const RopePair pr = Steps::rope_pair(style, f0 + e, head_dim);
-      const float mate = row[n - f0 + pr.partner - n0];
-      if (pr.m != angle_of) rope_cos_sin(pos, __ldg(table + pr.m), cs, sn), angle_of = pr.m;
-      out[e] = float_to_bits<T>(pr.first ? self * cs - mate * sn : mate * sn + self * cs);
+    for (int e = 0; e < 8; ++e) own[e] = x[f0 + e];
+    if (kStyle == RopeStyle::none || which == 2) {
+      *reinterpret_cast<uint4*>(dst + f0) = pack_chunk<T>(own);
+      return;
     }
-    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+    const RopePair lead = Steps::rope_pair(kStyle, f0, head_dim);
+    if (!lead.first) return;  // turned by the call of its lead chunk
+    const int c = f0 / 8, pc = lead.partner / 8, pos = m % seq, chunks = head_dim / 8;
+    constexpr bool kPartnerChunk = kStyle == RopeStyle::half;  // (interleaved: in the chunk)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) other[e] = kPartnerChunk ? x[8 * pc + e] : own[e];
+    turn_lead_chunk<Steps>(
+        kStyle, head_dim, c, pc,
+        [&](int e, float& cs, float& sn) {
+          rope_cos_sin(pos, __ldg(table + e * chunks + c), cs, sn);
+        },
+        own, other);
+    *reinterpret_cast<uint4*>(dst + f0) = pack_chunk<T>(own);
+    if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = pack_chunk<T>(other);
   }
 };
 
@@ -246,18 +251,25 @@ Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, co
                       const void* w_qkv, void* q, void* k, void* v, cudaStream_t stream) {
   if (Status st = supports(s, style); !st) return st;
   if (Status st = require_sm80("module 12"); !st) return st;
-  const float4* table = nullptr;
+  const float2* table = nullptr;
   if (style != RopeStyle::none)
-    if (Status st = rope_table<Steps>(rope_base, s.head_dim, 1, &table); !st) return st;
+    if (Status st = rope_feature_table<Steps>(style, rope_base, s.head_dim, &table); !st)
+      return st;
   const int n = 3 * s.heads * s.head_dim;
-  auto run = [&](auto tag) {
+  auto run = [&](auto tag, auto style_tag) {
     using T = decltype(tag);
-    QkvRopeEpilogue<Steps, T> e{static_cast<uint16_t*>(q), static_cast<uint16_t*>(k),
-                                static_cast<uint16_t*>(v), s.seq, s.heads, s.head_dim, style,
-                                table};
+    QkvRopeEpilogue<Steps, T, decltype(style_tag)::value> e{
+        static_cast<uint16_t*>(q), static_cast<uint16_t*>(k), static_cast<uint16_t*>(v),
+        s.seq, s.heads, s.head_dim, table};
     return launch_gemm<T>(x, w_qkv, s.tokens, n, s.hidden, e, stream);
   };
-  return s.dtype == DType::bf16 ? run(__nv_bfloat16{}) : run(__half{});
+  using None = std::integral_constant<RopeStyle, RopeStyle::none>;
+  using Half = std::integral_constant<RopeStyle, RopeStyle::half>;
+  using Interleaved = std::integral_constant<RopeStyle, RopeStyle::interleaved>;
+  const bool bf16 = s.dtype == DType::bf16;
+  if (style == RopeStyle::none) return bf16 ? run(__nv_bfloat16{}, None{}) : run(__half{}, None{});
+  if (style == RopeStyle::half) return bf16 ? run(__nv_bfloat16{}, Half{}) : run(__half{}, Half{});
+  return bf16 ? run(__nv_bfloat16{}, Interleaved{}) : run(__half{}, Interleaved{});
 }
 
 // The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. The K
@@ -283,17 +295,24 @@ __global__ void split_rope_kernel(LayerShape s, int head0, const float2* __restr
   const uint16_t* src = packed + ((int64_t(token) * 3 + which) * s.heads + head) * s.head_dim;
   uint16_t* dst = (which == 0 ? q : which == 1 ? k : v) +
                   (int64_t(token) * s.heads + head) * s.head_dim;
+  constexpr bool kPartnerChunk = kStyle == RopeStyle::half;  // (interleaved: in the chunk)
   uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
-  uint4 other = pc == c ? own : *reinterpret_cast<const uint4*>(src + 8 * pc);
-  if (kTurns && which < 2)
-    turn_lead_chunk<Steps, T>(
+  uint4 other = kPartnerChunk ? *reinterpret_cast<const uint4*>(src + 8 * pc) : own;
+  if (kTurns && which < 2) {
+    float x[8], y[8];
+    unpack_chunk<T>(own, x);
+    unpack_chunk<T>(other, y);
+    turn_lead_chunk<Steps>(
         kStyle, s.head_dim, c, pc,
         [&](int e, float& cs, float& sn) {
           rope_cos_sin(token % s.seq, __ldg(table + e * chunks + c), cs, sn);
         },
-        own, other);
+        x, y);
+    own = pack_chunk<T>(x);
+    other = pack_chunk<T>(y);
+  }
   *reinterpret_cast<uint4*>(dst + 8 * c) = own;
-  if (pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
+  if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
 }
 
 template <class Steps>
