@@ -109,7 +109,7 @@ struct HopperHooks {
     float2 f[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) f[e] = __ldg(a.mods.rope_features + e * kChunks + c);
-    // Row r0 + n kStep's chunk (r0 % 8 is that row's % 8: kStep is a multiple of 8).
+    // Chunk `chunk` of row r0 + n kStep, in its panel, swizzled.
     const auto chunk_address = [&](int n, int chunk) {
       const int r = r0 + n * kStep;
       return rows + uint32_t((chunk / 8) * C::kBlockM * C::kRowBytes + r * C::kRowBytes +
@@ -144,8 +144,8 @@ struct HopperHooks {
       unpack_chunk<T>(own[n], x);
       unpack_chunk<T>(other[n], y);
       turn_lead_chunk<Steps>(
-          kStyle, C::kHeadDim, c, pc, [&](int e, float& c_e, float& s_e) { c_e = cs[e], s_e = sn[e]; },
-          x, y);
+          kStyle, C::kHeadDim, c, pc,
+          [&](int e, float& c_e, float& s_e) { c_e = cs[e], s_e = sn[e]; }, x, y);
       own[n] = pack_chunk<T>(x);
       other[n] = pack_chunk<T>(y);
 #pragma unroll
