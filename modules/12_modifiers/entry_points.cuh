@@ -424,8 +424,9 @@ Status forward(const Problem& p, const ModifierSpec& m, const ModifierTensors& t
       // K turned by the K pass, Q by each consumer warpgroup in shared memory (turn_q), which
       // takes the convention's lead chunks only (a row's first head_dim / 8 interleaved,
       // head_dim / 16 half).
-      if (Status s = rope_leads<Steps>(m.rope, p.head_dim, &a.rope_leads); !s) return s;
-      if (a.rope_leads == p.head_dim / (m.rope == RopeStyle::interleaved ? 8 : 16)) {
+      int leads = 0;
+      if (Status s = rope_leads<Steps>(m.rope, p.head_dim, &leads); !s) return s;
+      if (leads == p.head_dim / (m.rope == RopeStyle::interleaved ? 8 : 16)) {
         if (Status s = rope_feature_table<Steps>(m.rope, m.rope_base, p.head_dim,
                                                  &a.rope_features);
             !s)

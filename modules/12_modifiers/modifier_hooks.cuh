@@ -78,9 +78,8 @@ struct Args {
   RopeStyle rope = RopeStyle::none;
   const float4* rope_table = nullptr;  // kMaxRopeFrequencies entries
   // Module 09's kernel turns Q as the K pass turns K (hopper_hooks.cuh): the angles in the
-  // lanes' order (rope_feature_table) and the chunks that lead their pairs (rope_leads).
+  // lanes' order (rope_feature_table).
   const float2* rope_features = nullptr;
-  int rope_leads = 0;
 };
 
 // RoPE's table, per frequency m: x, y = base^(-2m / head_dim) / (2 pi) turns per position as
