@@ -19,8 +19,9 @@ record: time over its baseline), so the documentation check (tests/test_docs.py)
   masks                      ratio = ms / (visible fraction + T / N) x that kernel's unmasked
                              ms: against a kernel that skips every masked tile perfectly and
                              pays for one T-key tile column of the diagonal (T = 64 for mma;
-                             for wgmma 128 at d = 64, and at d = 128 160, or 128 for windows
-                             of up to 1024 keys).
+                             for wgmma 128 at d = 64; at d = 128 128 up to 1024 keys, 2048
+                             with the causal mask, and for windows of up to 1024 keys, else
+                             160: m12::hopper_tile_keys).
 Records without an engine (files from before module 09's kernel ran the hooks) are mma.
 Standard library only.
 """
@@ -79,7 +80,8 @@ def ratio_text(x):
 ENGINE_TEXT = {
     "mma": ("module 07's kernel (mma.sync, every GPU from sm_80)", "module 07's", "64-key"),
     "wgmma": ("module 09's kernel (wgmma, Hopper)", "module 09's",
-              "128-key (d = 64, and windows up to 1024 at d = 128) or 160-key (d = 128)"),
+              "128-key (d = 64; d = 128 up to N = 1024, windows up to 1024, the bias and T5) "
+              "or 160-key (d = 128)"),
 }
 
 

@@ -7,8 +7,8 @@
 //   score modifiers and RoPE: time / the baseline's time with the same mask (target <= 1.10
 //     for the score modifiers, <= 1.05 for RoPE), and (module07_ms) over module 07's;
 //   masks: time / (visible fraction x the baseline's unmasked time + one tile column of keys:
-//     64 for mma; for wgmma 128 at d = 64, at d = 128 160, or 128 for windows of up to 1024
-//     keys), the time a kernel that skips masked tiles perfectly would take (target <= 1.10).
+//     64 for mma; for wgmma m12::hopper_tile_keys: 128 or 160), the time a kernel that skips
+//     masked tiles perfectly would take (target <= 1.10).
 // RoPE's rows on mma also carry its K pass timed alone (k_pass_ms, k_pass_gbs: K read and
 // written; the same pass runs before either kernel) beside a copy of K (copy_gbs, timed once
 // per shape), both replayed from CUDA graphs (bench/replayed_timing.h).
@@ -253,10 +253,8 @@ int main(int argc, char** argv) {
               .median_ms;
         };
         // One tile column of keys of the kernel that runs the mask (the masks' allowance).
-        const auto tile_keys = [&](const Variant& var) {
-          if (!wgmma) return 64.0;
-          const bool narrow = var.m.window > 0 && var.m.window <= m12::kNarrowWindow;
-          return d == 64 || narrow ? 128.0 : 160.0;
+        const auto tile_keys = [&](const Problem& p, const Variant& var) {
+          return wgmma ? double(m12::hopper_tile_keys(p, var.m)) : 64.0;
         };
         // The baseline is timed again next to each variant (with the variant's mask, and
         // unmasked for the masks' baseline): clocks and temperature drift over a run by a few
@@ -296,7 +294,7 @@ int main(int argc, char** argv) {
           double predicted_ms;
           if (var.is_mask) {  // against a perfect skip: visible fraction of the full time
             const double fraction = double(pairs) / (double(batch) * n * n);
-            predicted_ms = t_base[0] * (fraction + tile_keys(var) / n);
+            predicted_ms = t_base[0] * (fraction + tile_keys(p, var) / n);
           } else {
             predicted_ms = t_base[var.causal ? 1 : 0];
           }

@@ -219,6 +219,22 @@ __global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict_
   if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = pack_chunk<T>(other);
 }
 
+// Calls f(T{}, std::integral_constant<RopeStyle, S>{}) with the element type T of `dtype`
+// (__half or __nv_bfloat16) and the convention S of `style`: the passes turn rows with the
+// convention a template, so that rope_pair folds to constants.
+template <class F>
+decltype(auto) dispatch_rope_style(DType dtype, RopeStyle style, F&& f) {
+  using None = std::integral_constant<RopeStyle, RopeStyle::none>;
+  using Half = std::integral_constant<RopeStyle, RopeStyle::half>;
+  using Interleaved = std::integral_constant<RopeStyle, RopeStyle::interleaved>;
+  auto with_type = [&](auto style_tag) {
+    return dtype == DType::bf16 ? f(__nv_bfloat16{}, style_tag) : f(__half{}, style_tag);
+  };
+  if (style == RopeStyle::half) return with_type(Half{});
+  if (style == RopeStyle::interleaved) return with_type(Interleaved{});
+  return with_type(None{});
+}
+
 // The chunks of a row that lead their pairs (Steps::rope_pair): a prefix of the row in both
 // conventions (interleaved: every chunk; half-split: the first head_dim / 16).
 template <class Steps>
@@ -236,6 +252,7 @@ Status rope_leads(RopeStyle style, int head_dim, int* leads_out) {
 template <class Steps>
 Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const void* k,
                    void* k_rot, cudaStream_t stream) {
+  if (style == RopeStyle::none) return Status::error("module 12: rotate_keys needs a convention");
   int leads = 0;
   if (Status s = rope_leads<Steps>(style, p.head_dim, &leads); !s) return s;
   const float2* table = nullptr;
@@ -244,26 +261,17 @@ Status rotate_keys(const Problem& p, RopeStyle style, double rope_base, const vo
   const unsigned key_blocks = unsigned((p.seq_k + threads.y - 1) / threads.y);
   const auto* src = static_cast<const uint16_t*>(k);
   auto* dst = static_cast<uint16_t*>(k_rot);
-  const bool bf16 = p.dtype == DType::bf16;
-  constexpr RopeStyle kHalf = RopeStyle::half, kInterleaved = RopeStyle::interleaved;
   // One launch per 65535 (batch, kv_head) pairs, the grid's y limit.
   const int heads = p.batch * p.kv_heads;  // < 2^31 (validate())
   if (p.seq_k == 0) return Status::ok();
   for (int64_t first = 0; first < heads; first += 65535) {
     const int bh0 = int(first);
     const dim3 grid(key_blocks, unsigned(std::min(heads - bh0, 65535)));
-    if (style == kHalf && bf16)
-      rotate_keys_kernel<Steps, __nv_bfloat16, kHalf>
-          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
-    else if (style == kHalf)
-      rotate_keys_kernel<Steps, __half, kHalf>
-          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
-    else if (bf16)
-      rotate_keys_kernel<Steps, __nv_bfloat16, kInterleaved>
-          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
-    else
-      rotate_keys_kernel<Steps, __half, kInterleaved>
-          <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    dispatch_rope_style(p.dtype, style, [&](auto type_tag, auto style_tag) {
+      if constexpr (decltype(style_tag)::value != RopeStyle::none)
+        rotate_keys_kernel<Steps, decltype(type_tag), decltype(style_tag)::value>
+            <<<grid, threads, 0, stream>>>(p, bh0, table, src, dst);
+    });
     ATTN_CUDA_RETURN(cudaGetLastError());
   }
   return Status::ok();
@@ -297,17 +305,32 @@ using NarrowConfig = m07::Config<D, 4, 1, 64, 3, true,
                                  D == 64 ? m07::Pipeline::two_stage : m07::Pipeline::fa2, D == 64,
                                  false>;
 
-// Module 09's kernel with the hooks (Hopper): one configuration per head dim, module 09's
-// production choices for long sequences without the causal mask (three consumer warpgroups
-// at d = 64; 160-key tiles at d = 128, the widest that fit beside the separate O tile); and
-// for the bias and T5, whose buffers (hopper_hooks.cuh) need room: 128-key tiles at d = 128
-// (shared memory), and for the bias two consumer warpgroups at d = 64 (with three, 160
-// registers a thread are too few for its copy and reads: ptxas spills). Narrow windows at
-// d = 128 take the 128-key tiles too (launch_hopper).
+// Module 09's kernel with the hooks (Hopper): module 09's production configurations (three
+// consumer warpgroups at d = 64; at d = 128 160-key tiles, the widest that fit beside the
+// separate O tile, or 128-key tiles where hopper_tile_keys says); for the bias at d = 64 two
+// consumer warpgroups (with three, 160 registers a thread are too few for its copy and reads:
+// ptxas spills).
 using HopperConfig64 = m09::Production64;
 using HopperConfig64Bias = m09::Production64ShortCausal;
 using HopperConfig128 = m09::Production128Wide;
-using HopperConfig128Staged = m09::Production128ShortCausal;
+using HopperConfig128Short = m09::Production128ShortCausal;
+
+// The keys per K/V tile of module 09's kernel with the hooks: 128 at d = 64; at d = 128, 160
+// except
+//   - where module 09's own launch takes 128-key tiles (up to m09::kShortKeys keys, or
+//     m09::kShortCausalKeys with the causal mask): 1024 keys are 6.4 tiles of 160, so the
+//     last tile of each row block would be 60% empty;
+//   - for the bias and T5, whose staged buffers (hopper_hooks.cuh) need the shared memory;
+//   - for windows of up to kNarrowWindow keys: narrower tiles carry less of the band's ragged
+//     ends (window 256 took 0.78-0.82 of its time on 160-key tiles; at d = 64 two consumer
+//     warpgroups instead of three were 1.06-1.13 slower: bench12_narrow_*_h200_r*.json).
+inline int hopper_tile_keys(const Problem& p, const ModifierSpec& m) {
+  if (p.head_dim == 64) return 128;
+  const bool short_keys = p.seq_k <= (p.causal ? m09::kShortCausalKeys : m09::kShortKeys);
+  const bool staged = m.score == ScoreMod::bias || m.score == ScoreMod::relative;
+  const bool narrow = m.window > 0 && m.window <= kNarrowWindow;
+  return short_keys || staged || narrow ? 128 : 160;
+}
 
 // Whether module 09's kernel runs this call: a Hopper GPU and a build with sm_90a code, rows
 // TMA can read, head_dim 64 or 128, documents only without a score modifier, RoPE only
@@ -327,30 +350,24 @@ inline Status hopper_fits(const Problem& p, const ModifierSpec& m, const void* q
 }
 
 template <class Steps, class T, ScoreMod kScore, bool kDocuments = false, bool kRope = false>
-Status launch_hopper(const Problem& p, const Args& a, const void* q, const void* k,
-                     const void* v, void* o, cudaStream_t stream) {
+Status launch_hopper(const Problem& p, const ModifierSpec& m, const Args& a, const void* q,
+                     const void* k, const void* v, void* o, cudaStream_t stream) {
   using Mods = HopperHooks<Steps, T, kScore, kDocuments, kRope>;
   using HopperSteps = m09::modifier_wgmma::HopperSteps;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   const typename Mods::Args args{a, p};
   // As launch_modified: soft-capping puts the cap into the exponent.
   const double exponent_scale = kScore == ScoreMod::softcap ? double(a.softcap) : 0.0;
-  // A window of up to kNarrowWindow keys without a score modifier at d = 128: 128-key tiles,
-  // which carry less of the band's ragged ends than 160-key ones (window 256: 0.78-0.82 of the
-  // time; at d = 64 two consumer warpgroups instead of three were 1.06-1.13 slower:
-  // docs/results/bench12_narrow_*_h200_r*.json).
-  if constexpr (kScore == ScoreMod::none && !kDocuments && !kRope)
-    if (p.head_dim == 128 && a.rules.window > 0 && a.rules.window <= kNarrowWindow)
-      return m09::launch_config<HopperConfig128Staged, HopperSteps, kBf16, false, Mods>(
-          p, q, k, v, o, stream, nullptr, args, exponent_scale);
-  if (p.head_dim == 64) {
-    using C64 = std::conditional_t<kScore == ScoreMod::bias, HopperConfig64Bias, HopperConfig64>;
-    return m09::launch_config<C64, HopperSteps, kBf16, false, Mods>(p, q, k, v, o, stream, nullptr,
-                                                                    args, exponent_scale);
-  }
-  using C128 = std::conditional_t<Mods::kStaged, HopperConfig128Staged, HopperConfig128>;
-  return m09::launch_config<C128, HopperSteps, kBf16, false, Mods>(p, q, k, v, o, stream, nullptr,
-                                                                   args, exponent_scale);
+  auto run = [&](auto config) {
+    return m09::launch_config<decltype(config), HopperSteps, kBf16, false, Mods>(
+        p, q, k, v, o, stream, nullptr, args, exponent_scale);
+  };
+  if (p.head_dim == 64)
+    return run(std::conditional_t<kScore == ScoreMod::bias, HopperConfig64Bias, HopperConfig64>{});
+  if constexpr (Mods::kStaged)
+    return run(HopperConfig128Short{});
+  else
+    return hopper_tile_keys(p, m) == 128 ? run(HopperConfig128Short{}) : run(HopperConfig128{});
 }
 
 template <class Steps, class T>
@@ -358,17 +375,20 @@ Status launch_hopper_for_score(const Problem& p, const ModifierSpec& m, const Ar
                                const void* q, const void* k, const void* v, void* o,
                                cudaStream_t stream) {
   if (m.rope != RopeStyle::none)  // (without a score modifier or documents: hopper_fits)
-    return launch_hopper<Steps, T, ScoreMod::none, false, true>(p, a, q, k, v, o, stream);
+    return launch_hopper<Steps, T, ScoreMod::none, false, true>(p, m, a, q, k, v, o, stream);
   switch (m.score) {
     case ScoreMod::none:
-      return m.documents ? launch_hopper<Steps, T, ScoreMod::none, true>(p, a, q, k, v, o, stream)
-                         : launch_hopper<Steps, T, ScoreMod::none>(p, a, q, k, v, o, stream);
-    case ScoreMod::alibi: return launch_hopper<Steps, T, ScoreMod::alibi>(p, a, q, k, v, o, stream);
-    case ScoreMod::bias: return launch_hopper<Steps, T, ScoreMod::bias>(p, a, q, k, v, o, stream);
+      return m.documents
+                 ? launch_hopper<Steps, T, ScoreMod::none, true>(p, m, a, q, k, v, o, stream)
+                 : launch_hopper<Steps, T, ScoreMod::none>(p, m, a, q, k, v, o, stream);
+    case ScoreMod::alibi:
+      return launch_hopper<Steps, T, ScoreMod::alibi>(p, m, a, q, k, v, o, stream);
+    case ScoreMod::bias:
+      return launch_hopper<Steps, T, ScoreMod::bias>(p, m, a, q, k, v, o, stream);
     case ScoreMod::softcap:
-      return launch_hopper<Steps, T, ScoreMod::softcap>(p, a, q, k, v, o, stream);
+      return launch_hopper<Steps, T, ScoreMod::softcap>(p, m, a, q, k, v, o, stream);
     case ScoreMod::relative:
-      return launch_hopper<Steps, T, ScoreMod::relative>(p, a, q, k, v, o, stream);
+      return launch_hopper<Steps, T, ScoreMod::relative>(p, m, a, q, k, v, o, stream);
   }
   return Status::error("module 12: unknown score modifier");
 }

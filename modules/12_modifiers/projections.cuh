@@ -256,20 +256,13 @@ Status qkv_projection(const LayerShape& s, RopeStyle style, double rope_base, co
     if (Status st = rope_feature_table<Steps>(style, rope_base, s.head_dim, &table); !st)
       return st;
   const int n = 3 * s.heads * s.head_dim;
-  auto run = [&](auto tag, auto style_tag) {
-    using T = decltype(tag);
+  return dispatch_rope_style(s.dtype, style, [&](auto type_tag, auto style_tag) {
+    using T = decltype(type_tag);
     QkvRopeEpilogue<Steps, T, decltype(style_tag)::value> e{
         static_cast<uint16_t*>(q), static_cast<uint16_t*>(k), static_cast<uint16_t*>(v),
         s.seq, s.heads, s.head_dim, table};
     return launch_gemm<T>(x, w_qkv, s.tokens, n, s.hidden, e, stream);
-  };
-  using None = std::integral_constant<RopeStyle, RopeStyle::none>;
-  using Half = std::integral_constant<RopeStyle, RopeStyle::half>;
-  using Interleaved = std::integral_constant<RopeStyle, RopeStyle::interleaved>;
-  const bool bf16 = s.dtype == DType::bf16;
-  if (style == RopeStyle::none) return bf16 ? run(__nv_bfloat16{}, None{}) : run(__half{}, None{});
-  if (style == RopeStyle::half) return bf16 ? run(__nv_bfloat16{}, Half{}) : run(__half{}, Half{});
-  return bf16 ? run(__nv_bfloat16{}, Interleaved{}) : run(__half{}, Interleaved{});
+  });
 }
 
 // The unfused second half: packed [tokens, 3, heads, head_dim] -> q, k (turned), v. The K
@@ -332,26 +325,14 @@ Status split_rope(const LayerShape& s, RopeStyle style, double rope_base, const 
   auto in = static_cast<const uint16_t*>(packed);
   auto qq = static_cast<uint16_t*>(q), kk = static_cast<uint16_t*>(k);
   auto vv = static_cast<uint16_t*>(v);
-  auto run = [&](auto tag, auto style_tag) {
-    using T = decltype(tag);
-    constexpr RopeStyle kStyle = decltype(style_tag)::value;
+  dispatch_rope_style(s.dtype, style, [&](auto type_tag, auto style_tag) {
     // One launch per 65535 heads, the grid's y limit.
     for (int head0 = 0; head0 < s.heads; head0 += 65535) {
       const dim3 grid(token_blocks, unsigned(std::min(s.heads - head0, 65535)), 3);
-      split_rope_kernel<Steps, T, kStyle>
+      split_rope_kernel<Steps, decltype(type_tag), decltype(style_tag)::value>
           <<<grid, threads, 0, stream>>>(s, head0, table, in, qq, kk, vv);
     }
-  };
-  using None = std::integral_constant<RopeStyle, RopeStyle::none>;
-  using Half = std::integral_constant<RopeStyle, RopeStyle::half>;
-  using Interleaved = std::integral_constant<RopeStyle, RopeStyle::interleaved>;
-  const bool bf16 = s.dtype == DType::bf16;
-  if (style == RopeStyle::none)
-    bf16 ? run(__nv_bfloat16{}, None{}) : run(__half{}, None{});
-  else if (style == RopeStyle::half)
-    bf16 ? run(__nv_bfloat16{}, Half{}) : run(__half{}, Half{});
-  else
-    bf16 ? run(__nv_bfloat16{}, Interleaved{}) : run(__half{}, Interleaved{});
+  });
   ATTN_CUDA_RETURN(cudaGetLastError());
   return Status::ok();
 }
