@@ -305,13 +305,12 @@ using NarrowConfig = m07::Config<D, 4, 1, 64, 3, true,
                                  D == 64 ? m07::Pipeline::two_stage : m07::Pipeline::fa2, D == 64,
                                  false>;
 
-// Module 09's kernel with the hooks (Hopper): module 09's production configurations (three
-// consumer warpgroups at d = 64; at d = 128 160-key tiles, the widest that fit beside the
-// separate O tile, or 128-key tiles where hopper_tile_keys says); for the bias at d = 64 two
-// consumer warpgroups (with three, 160 registers a thread are too few for its copy and reads:
-// ptxas spills).
+// Module 09's kernel with the hooks (Hopper): module 09's production configurations (at
+// d = 64 three consumer warpgroups, or two for the bias where hopper_consumers says; at
+// d = 128 160-key tiles, the widest that fit beside the separate O tile, or 128-key tiles
+// where hopper_tile_keys says).
 using HopperConfig64 = m09::Production64;
-using HopperConfig64Bias = m09::Production64ShortCausal;
+using HopperConfig64Short = m09::Production64ShortCausal;
 using HopperConfig128 = m09::Production128Wide;
 using HopperConfig128Short = m09::Production128ShortCausal;
 
@@ -330,6 +329,20 @@ inline int hopper_tile_keys(const Problem& p, const ModifierSpec& m) {
   const bool staged = m.score == ScoreMod::bias || m.score == ScoreMod::relative;
   const bool narrow = m.window > 0 && m.window <= kNarrowWindow;
   return short_keys || staged || narrow ? 128 : 160;
+}
+
+// The consumer warpgroups (64 query rows each) of module 09's kernel with the hooks: two at
+// d = 128; at d = 64 three, since the softmax limits d = 64 and a third warpgroup adds to its
+// throughput. The bias's copy and reads need more than the 160 registers a thread that three
+// leave (ptxas spills), yet three are still faster (0.91 to 0.96 of two's time), except
+// with the causal mask up to m09::kShortCausalKeys64 keys (1.06), where module 09's own launch
+// takes two as well: a 192-row block carries more rows across the diagonal, which at these
+// lengths is most of the work. The other modifiers keep three there too: with two, 1.03 to
+// 1.14 of the time (bench12_bias3_*_h200_r*.json, bench12_two64_*_h200_r*.json).
+inline int hopper_consumers(const Problem& p, const ModifierSpec& m) {
+  if (p.head_dim != 64) return 2;
+  const bool short_causal = p.causal && p.seq_k <= m09::kShortCausalKeys64;
+  return m.score == ScoreMod::bias && short_causal ? 2 : 3;
 }
 
 // Whether module 09's kernel runs this call: a Hopper GPU and a build with sm_90a code, rows
@@ -362,8 +375,11 @@ Status launch_hopper(const Problem& p, const ModifierSpec& m, const Args& a, con
     return m09::launch_config<decltype(config), HopperSteps, kBf16, false, Mods>(
         p, q, k, v, o, stream, nullptr, args, exponent_scale);
   };
-  if (p.head_dim == 64)
-    return run(std::conditional_t<kScore == ScoreMod::bias, HopperConfig64Bias, HopperConfig64>{});
+  if (p.head_dim == 64) {
+    if constexpr (kScore == ScoreMod::bias)  // (the only one hopper_consumers gives two)
+      if (hopper_consumers(p, m) == 2) return run(HopperConfig64Short{});
+    return run(HopperConfig64{});
+  }
   if constexpr (Mods::kStaged)
     return run(HopperConfig128Short{});
   else
