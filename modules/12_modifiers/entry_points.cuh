@@ -321,8 +321,7 @@ using HopperConfig128Short = m09::Production128ShortCausal;
 //     last tile of each row block would be 60% empty;
 //   - for the bias and T5, whose staged buffers (hopper_hooks.cuh) need the shared memory;
 //   - for windows of up to kNarrowWindow keys: narrower tiles carry less of the band's ragged
-//     ends (window 256 took 0.78-0.82 of its time on 160-key tiles; at d = 64 two consumer
-//     warpgroups instead of three were 1.06-1.13 slower: bench12_narrow_*_h200_r*.json).
+//     ends (window 256 took 0.78-0.82 of its time on 160-key tiles).
 inline int hopper_tile_keys(const Problem& p, const ModifierSpec& m) {
   if (p.head_dim == 64) return 128;
   const bool short_keys = p.seq_k <= (p.causal ? m09::kShortCausalKeys : m09::kShortKeys);
@@ -334,11 +333,13 @@ inline int hopper_tile_keys(const Problem& p, const ModifierSpec& m) {
 // The consumer warpgroups (64 query rows each) of module 09's kernel with the hooks: two at
 // d = 128; at d = 64 three, since the softmax limits d = 64 and a third warpgroup adds to its
 // throughput. The bias's copy and reads need more than the 160 registers a thread that three
-// leave (ptxas spills), yet three are still faster (0.91 to 0.96 of two's time), except
-// with the causal mask up to m09::kShortCausalKeys64 keys (1.06), where module 09's own launch
-// takes two as well: a 192-row block carries more rows across the diagonal, which at these
-// lengths is most of the work. The other modifiers keep three there too: with two, 1.03 to
-// 1.14 of the time (bench12_bias3_*_h200_r*.json, bench12_two64_*_h200_r*.json).
+// leave (ptxas spills), yet three take 0.91 to 0.96 of two's time, except with the causal
+// mask up to m09::kShortCausalKeys64 keys (1.06), where module 09's own launch takes two as
+// well: a 192-row block carries more rows across the diagonal, which at these lengths is most
+// of the work (bench12_bias3_*_h200_r*.json). The others keep three there: with two, the
+// causal score modifiers and RoPE took 1.05 to 1.14 of the time, documents without the mask
+// 1.10 (with it 0.84; bench12_two64_*_h200_r*.json), windows of up to kNarrowWindow keys 1.06
+// to 1.13 (bench12_narrow_*_h200_r*.json).
 inline int hopper_consumers(const Problem& p, const ModifierSpec& m) {
   if (p.head_dim != 64) return 2;
   const bool short_causal = p.causal && p.seq_k <= m09::kShortCausalKeys64;
