@@ -207,16 +207,14 @@ __global__ void rotate_keys_kernel(Problem p, int bh0, const float2* __restrict_
   uint16_t* dst = out + (int64_t(bh) * p.seq_k + j) * head_dim;
   // (Interleaved: the partners are in the chunk itself.)
   constexpr bool kPartnerChunk = kStyle == RopeStyle::half;
-  const uint4 raw = *reinterpret_cast<const uint4*>(src + 8 * c);
-  float own[8], other[8];
-  unpack_chunk<T>(raw, own);
-  unpack_chunk<T>(kPartnerChunk ? *reinterpret_cast<const uint4*>(src + 8 * pc) : raw, other);
-  turn_lead_chunk<Steps>(
+  uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
+  uint4 other = kPartnerChunk ? *reinterpret_cast<const uint4*>(src + 8 * pc) : own;
+  turn_packed_chunk<Steps, T>(
       kStyle, head_dim, c, pc,
       [&](int e, float& cs, float& sn) { rope_cos_sin(j, __ldg(table + e * chunks + c), cs, sn); },
       own, other);
-  *reinterpret_cast<uint4*>(dst + 8 * c) = pack_chunk<T>(own);
-  if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = pack_chunk<T>(other);
+  *reinterpret_cast<uint4*>(dst + 8 * c) = own;
+  if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
 }
 
 // Calls f(T{}, std::integral_constant<RopeStyle, S>{}) with the element type T of `dtype`

@@ -140,14 +140,9 @@ struct HopperHooks {
     }
 #pragma unroll
     for (int n = 0; n < kRows; ++n) {
-      float x[8], y[8];
-      unpack_chunk<T>(own[n], x);
-      unpack_chunk<T>(other[n], y);
-      turn_lead_chunk<Steps>(
+      turn_packed_chunk<Steps, T>(
           kStyle, C::kHeadDim, c, pc,
-          [&](int e, float& c_e, float& s_e) { c_e = cs[e], s_e = sn[e]; }, x, y);
-      own[n] = pack_chunk<T>(x);
-      other[n] = pack_chunk<T>(y);
+          [&](int e, float& c_e, float& s_e) { c_e = cs[e], s_e = sn[e]; }, own[n], other[n]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         if (!Steps::rope_pair(kStyle, 8 * c + e, C::kHeadDim).first) continue;

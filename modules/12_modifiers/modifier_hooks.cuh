@@ -163,6 +163,19 @@ __device__ __forceinline__ void turn_lead_chunk(RopeStyle style, int head_dim, i
   }
 }
 
+// turn_lead_chunk on chunks held packed (the K pass, Q's tiles, the projection's split pass):
+// unpacked to floats, turned, packed back, so each value is rounded once.
+template <class Steps, class T, class CosSin>
+__device__ __forceinline__ void turn_packed_chunk(RopeStyle style, int head_dim, int c, int pc,
+                                                  CosSin&& cos_sin, uint4& own, uint4& other) {
+  float x[8], y[8];
+  unpack_chunk<T>(own, x);
+  unpack_chunk<T>(other, y);
+  turn_lead_chunk<Steps>(style, head_dim, c, pc, cos_sin, x, y);
+  own = pack_chunk<T>(x);
+  other = pack_chunk<T>(y);
+}
+
 // The first indices of the nondecreasing ids seg[0 .. n) whose id is at least id[0] and id[1]
 // (n if none), found by the 32 lanes of a warp together. Each step, every lane reads one of
 // 32 evenly spaced ids of the range left, a ballot counts those below the id (a prefix of the

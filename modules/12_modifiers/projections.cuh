@@ -291,19 +291,13 @@ __global__ void split_rope_kernel(LayerShape s, int head0, const float2* __restr
   constexpr bool kPartnerChunk = kStyle == RopeStyle::half;  // (interleaved: in the chunk)
   uint4 own = *reinterpret_cast<const uint4*>(src + 8 * c);
   uint4 other = kPartnerChunk ? *reinterpret_cast<const uint4*>(src + 8 * pc) : own;
-  if (kTurns && which < 2) {
-    float x[8], y[8];
-    unpack_chunk<T>(own, x);
-    unpack_chunk<T>(other, y);
-    turn_lead_chunk<Steps>(
+  if (kTurns && which < 2)
+    turn_packed_chunk<Steps, T>(
         kStyle, s.head_dim, c, pc,
         [&](int e, float& cs, float& sn) {
           rope_cos_sin(token % s.seq, __ldg(table + e * chunks + c), cs, sn);
         },
-        x, y);
-    own = pack_chunk<T>(x);
-    other = pack_chunk<T>(y);
-  }
+        own, other);
   *reinterpret_cast<uint4*>(dst + 8 * c) = own;
   if (kPartnerChunk && pc != c) *reinterpret_cast<uint4*>(dst + 8 * pc) = other;
 }
